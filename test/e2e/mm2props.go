@@ -1,0 +1,36 @@
+// Package e2e holds mm2go's end-to-end tests: real Kafka clusters from the harness, the
+// functions as processes, and interoperability with genuine MirrorMaker 2.
+package e2e
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// MM2Properties returns a dedicated-mode MirrorMaker 2 configuration that replicates the given
+// topics (a regex list) from the harness's source cluster to its target, tuned for tests:
+// replication factors of 1 and short refresh intervals (MM2's default is 10 minutes).
+func MM2Properties(c testkit.Clusters, topics ...string) string {
+	return fmt.Sprintf(`clusters = source, target
+source.bootstrap.servers = %s
+target.bootstrap.servers = %s
+source->target.enabled = true
+source->target.topics = %s
+target->source.emit.heartbeats.enabled = false
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+config.storage.replication.factor = 1
+status.storage.replication.factor = 1
+refresh.topics.interval.seconds = 2
+refresh.groups.interval.seconds = 2
+emit.checkpoints.interval.seconds = 2
+emit.heartbeats.interval.seconds = 1
+offset.flush.interval.ms = 1000
+sync.topic.acls.enabled = false
+`, c.Source.Bootstrap, c.Target.Bootstrap, strings.Join(topics, ","))
+}
