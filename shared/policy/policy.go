@@ -159,8 +159,10 @@ func (d *Default) IsMM2InternalTopic(topic string) bool {
 // IsInternalTopic implements Policy.
 func (d *Default) IsInternalTopic(topic string) bool { return isInternal(d, topic) }
 
-func (d *Default) internalSuffix() string    { return d.internalSep + "internal" }
-func (d *Default) checkpointsSuffix() string { return d.internalSep + "checkpoints" + d.internalSuffix() }
+func (d *Default) internalSuffix() string { return d.internalSep + "internal" }
+func (d *Default) checkpointsSuffix() string {
+	return d.internalSep + "checkpoints" + d.internalSuffix()
+}
 
 // Identity is MM2's IdentityReplicationPolicy (KIP-690): topics keep their
 // names, except topics whose name ends with "heartbeats", which are named as
