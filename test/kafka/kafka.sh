@@ -14,6 +14,9 @@
 #   kafka.sh tool CLASS [args ...]        run a Kafka command-line tool class from the same jars
 #   kafka.sh rss NAME                     resident memory of NAME's process, in KiB
 #
+# Extra k=v settings are appended to server.properties, so they override the defaults (e.g. a
+# different `listeners=` line with an extra OAUTHBEARER listener). MM2GO_KAFKA_OPTS adds JVM flags.
+#
 # State (jars, configs, data, logs) lives under $MM2GO_KAFKA_HOME, default test/kafka/state;
 # jars are cached in test/kafka/.cache/lib. Logs: $MM2GO_KAFKA_HOME/NAME/logs/stdout.log.
 set -euo pipefail
@@ -166,7 +169,8 @@ launch() {
   local name="$1" dir="$home/$1"
   : >"$dir/logs/stdout.log"
   # setsid: the broker must not die with the shell that started it, and gets its own group.
-  setsid java $heap $jvm_perf -Dkafka.logs.dir="$dir/logs" \
+  # MM2GO_KAFKA_OPTS: extra JVM flags for this broker (e.g. OAUTHBEARER allowed URLs).
+  setsid java $heap $jvm_perf ${MM2GO_KAFKA_OPTS:-} -Dkafka.logs.dir="$dir/logs" \
     -Dlog4j2.configurationFile="$home/log4j2-server.properties" \
     -cp "$lib/*" kafka.Kafka "$dir/server.properties" >>"$dir/logs/stdout.log" 2>&1 </dev/null &
   echo $! >"$(pidfile "$name")"
