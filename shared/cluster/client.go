@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Options returns the franz-go options that reach the cluster of s: seed
+// brokers, TLS, SASL (PLAIN, SCRAM-SHA-256/512, or an Event Hubs connection
+// string), client id, consumer reset/isolation, producer compression/linger,
+// Event Hubs tuning when a connection string is used, and a logger
+// (KafkaLogger at DefaultKafkaLogLevel).
+//
+// s is validated with Settings.Normalize on a copy, so Options accepts both
+// normalized settings and settings built in code; in the latter, empty
+// ConsumerAutoOffsetReset, ConsumerIsolationLevel and ProducerCompressionType
+// mean their documented defaults. Errors name the setting by environment
+// variable and MM2 property and never contain a secret.
+func Options(s Settings, logger *slog.Logger) ([]kgo.Opt, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	n, eh, err := normalized(s)
+	if err != nil {
+		return nil, err
+	}
+	log := logger.With("cluster", n.Alias)
+
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(n.BootstrapServers...),
+		kgo.ClientID(clientID(n)),
+		kgo.WithLogger(KafkaLogger(logger, DefaultKafkaLogLevel, n)),
+	}
+
+	if n.UsesTLS() {
+		cfg, err := TLSConfig(n)
+		if err != nil {
+			return nil, settingErr(n, err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	} else if tlsConfigured(n) {
+		log.Warn("TLS settings are ignored: security.protocol does not use TLS", "security_protocol", n.SecurityProtocol)
+	}
+
+	if n.UsesSASL() {
+		mech, err := SASLMechanism(n)
+		if err != nil {
+			return nil, settingErr(n, err)
+		}
+		opts = append(opts, kgo.SASL(mech))
+	}
+
+	opts = append(opts, consumerProducerOpts(n)...)
+
+	if eh != nil {
+		if eh.EntityPath != "" {
+			log.Warn("the Event Hubs connection string is entity-level (has EntityPath): it reaches one event hub only and cannot create topics; use a namespace-level string to mirror")
+		}
+		if c := n.ProducerCompressionType; c != "none" && c != "gzip" {
+			log.Warn("Event Hubs accepts only uncompressed or gzip batches", "compression", c)
+		}
+		opts = append(opts, eventHubsOpts()...)
+	}
+	return opts, nil
+}
+
+// NewClient returns a franz-go client for the cluster of s, with extra
+// options applied after Options' (so they override single-valued ones such
+// as ClientID or WithLogger; kgo.SASL adds rather than replaces). Like
+// kgo.NewClient it does not connect: call Ping to check the settings up
+// front. ctx bounds nothing yet; it is there for credential providers that
+// need I/O to build the client (OAUTHBEARER).
+func NewClient(ctx context.Context, s Settings, logger *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts, err := Options(s, logger)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+	}
+	return cl, nil
+}
+
+// Ping checks that the client reaches its cluster and authenticates, with a
+// metadata request. Its error names the cluster alias and bootstrap address
+// and says what failed (TLS, SASL, the network), e.g.
+//
+//	connecting to cluster "target" at 127.0.0.1:29094: SASL authentication failed (PLAIN as "alice"): ...
+//
+// It never contains a secret.
+func Ping(ctx context.Context, cl *kgo.Client, s Settings) error {
+	err := cl.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	return ConnectError(s, err)
+}
+
+// ConnectError describes err, an error from reaching the cluster of s, with
+// the cluster alias, the bootstrap address and what failed, with secrets
+// removed. Ping uses it; so can callers whose first request failed.
+func ConnectError(s Settings, err error) error {
+	n, _, nerr := normalized(s)
+	if nerr != nil {
+		n = s
+		n.BootstrapServers, _ = Bootstrap(s)
+	}
+	what := describeConnectErr(n, err)
+	return redact(fmt.Errorf("connecting to cluster %q at %s: %s%w", n.Alias, strings.Join(n.BootstrapServers, ","), what, err), secretsOf(s))
+}
+
+// describeConnectErr returns a prefix naming the failing layer, or "".
+func describeConnectErr(s Settings, err error) string {
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		header    tls.RecordHeaderError
+		firstEOF  *kgo.ErrFirstReadEOF
+		netErr    *net.OpError
+	)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		user, _, _ := s.SASLCredentials()
+		return fmt.Sprintf("SASL authentication failed (%s as %q): ", s.SASLMechanism, user)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Sprintf("the broker does not enable SASL mechanism %s on this listener: ", s.SASLMechanism)
+	case errors.Is(err, kerr.IllegalSaslState):
+		return "SASL handshake failed (is this listener SASL? check security.protocol): "
+	case errors.As(err, &hostname):
+		return "TLS: the broker certificate does not match the host name (ssl.endpoint.identification.algorithm= disables the check): "
+	case errors.As(err, &unknownCA):
+		return "TLS: broker certificate not signed by a trusted CA (set ssl.truststore.location or ssl.truststore.certificates): "
+	case errors.As(err, &invalid), errors.As(err, &verify):
+		return "TLS: broker certificate rejected: "
+	case errors.As(err, &header):
+		return "TLS handshake failed (the listener does not speak TLS? check security.protocol): "
+	case errors.As(err, &firstEOF):
+		return "connection closed by the broker (check security.protocol against the listener): "
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "no answer in time (unreachable, or a TLS/plaintext mismatch): "
+	case errors.As(err, &netErr):
+		return "network: "
+	}
+	return ""
+}
+
+// SASLMechanism returns the franz-go SASL mechanism for s (whose protocol is
+// SASL_PLAINTEXT or SASL_SSL): PLAIN or SCRAM-SHA-256/512 with the
+// credentials of Settings.SASLCredentials (for an Event Hubs connection
+// string, PLAIN with user $ConnectionString and the string as password).
+//
+// OAUTHBEARER (Microsoft Entra ID) is the extension point: build its
+// mechanism in the MechanismOAuthBearer case from the Settings fields that
+// configure the token source (e.g. franz-go's sasl/oauth with an azidentity
+// token credential).
+func SASLMechanism(s Settings) (sasl.Mechanism, error) {
+	mech := strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
+	if s.EventHubsConnectionString.IsSet() && mech == "" {
+		mech = MechanismPlain
+	}
+	switch mech {
+	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
+	case MechanismOAuthBearer:
+		return nil, fmt.Errorf("sasl.mechanism: %s is not implemented yet", MechanismOAuthBearer)
+	case "":
+		return nil, errors.New("sasl.mechanism: required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+	default:
+		return nil, fmt.Errorf("sasl.mechanism: unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism)
+	}
+	user, pass, err := s.SASLCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("sasl.jaas.config: %w", err)
+	}
+	if user == "" || !pass.IsSet() {
+		return nil, fmt.Errorf("SASL %s needs a user and a password (sasl.username/sasl.password or sasl.jaas.config)", mech)
+	}
+	switch mech {
+	case MechanismScramSHA256:
+		return scram.Auth{User: user, Pass: pass.Reveal()}.AsSha256Mechanism(), nil
+	case MechanismScramSHA512:
+		return scram.Auth{User: user, Pass: pass.Reveal()}.AsSha512Mechanism(), nil
+	}
+	return plain.Auth{User: user, Pass: pass.Reveal()}.AsMechanism(), nil
+}
+
+// Bootstrap returns the seed brokers of s: BootstrapServers if set, else
+// <namespace host>:9093 from the Event Hubs connection string.
+func Bootstrap(s Settings) ([]string, error) {
+	if len(s.BootstrapServers) > 0 {
+		return s.BootstrapServers, nil
+	}
+	if s.EventHubsConnectionString.IsSet() {
+		c, err := ParseEventHubsConnectionString(s.EventHubsConnectionString.Reveal())
+		if err != nil {
+			return nil, settingErr(s, fmt.Errorf("eventhubs.connection.string: Event Hubs connection string %w", err))
+		}
+		return []string{c.Bootstrap()}, nil
+	}
+	return nil, settingErr(s, errors.New("bootstrap.servers: required"))
+}
+
+// normalized validates a copy of s with Settings.Normalize and returns it,
+// with the parsed Event Hubs connection string if there is one.
+func normalized(s Settings) (Settings, *EventHubsConnection, error) {
+	var eh *EventHubsConnection
+	if s.EventHubsConnectionString.IsSet() {
+		c, err := ParseEventHubsConnectionString(s.EventHubsConnectionString.Reveal())
+		if err != nil {
+			return s, nil, settingErr(s, fmt.Errorf("eventhubs.connection.string: Event Hubs connection string %w", err))
+		}
+		eh = &c
+	}
+	n := s
+	n.BootstrapServers = append([]string(nil), s.BootstrapServers...)
+	for _, d := range []struct {
+		v   *string
+		def string
+	}{
+		{&n.ConsumerAutoOffsetReset, "earliest"},
+		{&n.ConsumerIsolationLevel, "read_uncommitted"},
+		{&n.ProducerCompressionType, "none"},
+	} {
+		if strings.TrimSpace(*d.v) == "" {
+			*d.v = d.def
+		}
+	}
+	env, prop := prefixes(s.Alias)
+	if errs := n.Normalize(env, prop); len(errs) > 0 {
+		joined := make([]error, len(errs))
+		for i, e := range errs {
+			joined[i] = e
+		}
+		return s, nil, redact(fmt.Errorf("cluster %q: %w", s.Alias, errors.Join(joined...)), secretsOf(s))
+	}
+	return n, eh, nil
+}
+
+// prefixes returns the environment variable and MM2 property prefixes of a
+// cluster, assuming (Settings does not say) that its role is its alias:
+// MM2_SOURCE_ / source. for alias "source".
+func prefixes(alias string) (env, prop string) {
+	up := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, alias)
+	if alias == "" {
+		return "MM2_", ""
+	}
+	return "MM2_" + up + "_", alias + "."
+}
+
+// settingErr turns an error whose text starts with "<mm2 property>: " into
+// a *SettingError naming the environment variable too.
+func settingErr(s Settings, err error) error {
+	env, prop := prefixes(s.Alias)
+	msg := err.Error()
+	key, problem, ok := strings.Cut(msg, ": ")
+	if !ok || strings.ContainsAny(key, " ") || !strings.Contains(key, ".") {
+		return redact(fmt.Errorf("cluster %q: %w", s.Alias, err), secretsOf(s))
+	}
+	return redact(&SettingError{
+		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key)),
+		Property: prop + key,
+		Problem:  problem,
+	}, secretsOf(s))
+}
+
+func clientID(s Settings) string {
+	if s.ClientID != "" {
+		return s.ClientID
+	}
+	if s.Alias != "" {
+		return "mm2go-" + s.Alias
+	}
+	return "mm2go"
+}
+
+func tlsConfigured(s Settings) bool {
+	return s.SSLTruststoreLocation != "" || s.SSLTruststoreCertificates != "" || s.SSLKeystoreLocation != "" ||
+		s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != ""
+}
+
+func consumerProducerOpts(s Settings) []kgo.Opt {
+	var opts []kgo.Opt
+	switch s.ConsumerAutoOffsetReset {
+	case "latest":
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	case "none":
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	default:
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	if s.ConsumerIsolationLevel == "read_committed" {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	codec := kgo.NoCompression()
+	switch s.ProducerCompressionType {
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	}
+	opts = append(opts,
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(time.Duration(s.ProducerLingerMS)*time.Millisecond),
+	)
+	return opts
+}
