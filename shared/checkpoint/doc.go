@@ -1,0 +1,22 @@
+// Package checkpoint runs one round of MirrorMaker 2's checkpoint job
+// (MirrorCheckpointConnector + MirrorCheckpointTask) for one flow
+// source->target:
+//
+//  1. read the offset-syncs topic (partition 0) to its end into an
+//     offsetsync.Store, exactly as MM2's OffsetSyncStore does at task start;
+//  2. load the checkpoints already in <source>.checkpoints.internal on the
+//     target (MM2's CheckpointStore: the last record per group and partition
+//     wins; if loading fails the store starts empty and the offset-sync store
+//     keeps only the latest sync per partition, as in MM2 3.8+);
+//  3. list the source's consumer groups accepted by the group filter, fetch
+//     their committed offsets for topics accepted by the topic filter,
+//     translate them and write a Checkpoint record for every partition whose
+//     checkpoint is "more recent" than the stored one;
+//  4. with sync.group.offsets.enabled, commit the translated offsets to the
+//     same groups on the target when they have no active members there,
+//     never moving a committed offset backwards.
+//
+// The record formats are MM2's (package mm2), so MM2's MirrorClient,
+// RemoteClusterUtils.translateOffsets and a real MirrorCheckpointTask read
+// what a round writes, and a round reads what real MM2 wrote.
+package checkpoint

@@ -1,0 +1,458 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/offsetsync"
+)
+
+// UnavailableError reports that a cluster of the flow could not be reached:
+// the round did nothing and should be retried later (serve answers 503).
+type UnavailableError struct {
+	Cluster string // "source" or "target"
+	Alias   string
+	Err     error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s cluster %q unavailable: %v", e.Cluster, e.Alias, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Job runs checkpoint rounds for one flow. Its admin and producer clients are
+// kept between rounds; readers are created per round. A Job runs one round
+// at a time.
+type Job struct {
+	opts             Options
+	source, target   ClientFunc
+	log              *slog.Logger
+	src, tgt         *kgo.Client
+	srcAdm, tgtAdm   *kadm.Client
+	checkpointsTopic string
+	syncsTopic       string
+	syncsOnTarget    bool
+}
+
+// New returns a Job for the flow described by opts. source and target build
+// clients for the two clusters; nothing is sent before the first round.
+func New(ctx context.Context, opts Options, source, target ClientFunc, logger *slog.Logger) (*Job, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	if source == nil || target == nil {
+		return nil, errors.New("checkpoint: source and target client functions are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	src, err := source(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
+	}
+	tgt, err := target(ctx, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
+	}
+	j := &Job{
+		opts: opts, source: source, target: target, log: logger,
+		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
+		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
+	}
+	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
+		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true
+	} else {
+		j.syncsTopic = opts.Policy.OffsetSyncsTopic(opts.TargetAlias)
+	}
+	return j, nil
+}
+
+// Close releases the job's clients.
+func (j *Job) Close() {
+	j.src.Close()
+	j.tgt.Close()
+}
+
+// CheckpointsTopic is the checkpoints topic the job writes on the target.
+func (j *Job) CheckpointsTopic() string { return j.checkpointsTopic }
+
+// OffsetSyncsTopic is the offset-syncs topic the job reads and the cluster
+// ("source" or "target") it lives on.
+func (j *Job) OffsetSyncsTopic() (topic, cluster string) {
+	if j.syncsOnTarget {
+		return j.syncsTopic, "target"
+	}
+	return j.syncsTopic, "source"
+}
+
+// pingTimeout bounds the reachability check at the start of a round.
+const pingTimeout = 15 * time.Second
+
+// ping checks that both clusters answer a metadata request.
+func (j *Job) ping(ctx context.Context) error {
+	for _, c := range []struct {
+		name, alias string
+		adm         *kadm.Client
+	}{{"source", j.opts.SourceAlias, j.srcAdm}, {"target", j.opts.TargetAlias, j.tgtAdm}} {
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		_, err := c.adm.BrokerMetadata(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &UnavailableError{Cluster: c.name, Alias: c.alias, Err: err}
+		}
+	}
+	return nil
+}
+
+// Round runs one checkpoint round and reports what it did. A non-nil error
+// means the round stopped early; the summary then says how far it got.
+func (j *Job) Round(ctx context.Context) (*Summary, error) {
+	start := j.opts.Now()
+	sum := &Summary{
+		Source: j.opts.SourceAlias, Target: j.opts.TargetAlias,
+		Started: start.UTC(), CheckpointsTopic: j.checkpointsTopic,
+		OffsetSyncsTopic: j.syncsTopic, PerGroup: []GroupSummary{},
+	}
+	defer func() { sum.DurationMS = j.opts.Now().Sub(start).Milliseconds() }()
+	if j.opts.DisableCheckpoints {
+		sum.Disabled = true
+		j.log.Info("checkpoints disabled (emit.checkpoints.enabled=false): nothing to do")
+		return sum, nil
+	}
+	if err := j.ping(ctx); err != nil {
+		return sum, err
+	}
+	if err := ensureTopic(ctx, j.tgtAdm, j.checkpointsTopic, j.opts.CheckpointsTopicReplicationFactor); err != nil {
+		return sum, fmt.Errorf("checkpoints topic on target %q: %w", j.opts.TargetAlias, err)
+	}
+
+	cps, err := j.loadCheckpoints(ctx, sum)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sum, ctx.Err()
+		}
+		// MM2 3.8+: start with an empty store and only trust the newest syncs.
+		sum.CheckpointsLoadError = err.Error()
+		j.log.Warn("could not load existing checkpoints; starting empty and translating from the newest offset syncs only",
+			"topic", j.checkpointsTopic, "err", err)
+		cps = newCheckpointStore()
+	}
+	syncs, err := j.loadOffsetSyncs(ctx, sum, sum.CheckpointsLoadError != "")
+	if err != nil {
+		return sum, err
+	}
+
+	groups, err := j.listGroups(ctx)
+	if err != nil {
+		return sum, err
+	}
+	sum.Groups = len(groups)
+	var out []*kgo.Record
+	var emitted []mm2.Checkpoint
+	for _, g := range groups {
+		gs, recs, cs, err := j.checkpointGroup(g, syncs, cps)
+		if err != nil {
+			return sum, err
+		}
+		out = append(out, recs...)
+		emitted = append(emitted, cs...)
+		sum.add(gs)
+	}
+	if len(out) > 0 {
+		if err := j.tgt.ProduceSync(ctx, out...).FirstErr(); err != nil {
+			return sum, fmt.Errorf("writing %d checkpoints to %s on target %q: %w", len(out), j.checkpointsTopic, j.opts.TargetAlias, err)
+		}
+		for _, c := range emitted {
+			cps.put(c)
+		}
+		if j.opts.WriteConnectOffsets {
+			j.writeConnectOffsets(ctx, emitted)
+		}
+	}
+	sum.CheckpointsWritten = len(out)
+
+	if j.opts.SyncGroupOffsets {
+		if err := j.syncGroupOffsets(ctx, groups, cps, sum); err != nil {
+			return sum, err
+		}
+	}
+	j.log.Info("checkpoint round done",
+		"groups", sum.Groups, "checkpoints_written", sum.CheckpointsWritten,
+		"checkpoints_skipped", sum.CheckpointsSkipped, "untranslatable", sum.Untranslatable,
+		"synced_offsets", sum.SyncedOffsets, "offset_syncs_read", sum.OffsetSyncsRead)
+	return sum, nil
+}
+
+// loadCheckpoints reads the checkpoints topic into a store.
+func (j *Job) loadCheckpoints(ctx context.Context, sum *Summary) (*checkpointStore, error) {
+	cps := newCheckpointStore()
+	bad := 0
+	res, err := readPartition(ctx, j.target, j.checkpointsTopic, 0, func(r *kgo.Record) error {
+		c, err := mm2.DecodeCheckpoint(r.Key, r.Value)
+		if err != nil {
+			bad++ // MM2 skips undecodable records too
+			return nil
+		}
+		cps.put(c)
+		return nil
+	})
+	if errors.Is(err, errTopicMissing) {
+		return cps, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.Incomplete {
+		return nil, fmt.Errorf("read of %s ended before its end offset %d", j.checkpointsTopic, res.End)
+	}
+	if bad > 0 {
+		j.log.Warn("skipped undecodable records in the checkpoints topic", "topic", j.checkpointsTopic, "records", bad)
+	}
+	sum.CheckpointsLoaded = cps.len()
+	return cps, nil
+}
+
+// loadOffsetSyncs reads the offset-syncs topic to its end into a store.
+// latestOnly is MM2's initializationMustReadToEnd.
+func (j *Job) loadOffsetSyncs(ctx context.Context, sum *Summary, latestOnly bool) (*offsetsync.Store, error) {
+	store := offsetsync.NewStore(offsetsync.WithInitializationMustReadToEnd(latestOnly))
+	dial, cluster := j.source, "source"
+	if j.syncsOnTarget {
+		dial, cluster = j.target, "target"
+	}
+	// Decoding a key allocates its topic string; keys repeat (one per source
+	// partition), so decode each distinct key once and parse the fixed-size
+	// value (two int64s, MM2's OffsetSync value schema) in place.
+	keys := map[string]mm2.OffsetSync{}
+	bad := 0
+	res, err := readPartition(ctx, dial, j.syncsTopic, 0, func(r *kgo.Record) error {
+		base, ok := keys[string(r.Key)]
+		if !ok || len(r.Value) < 16 {
+			s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+			if err != nil {
+				bad++
+				return nil
+			}
+			keys[string(r.Key)] = mm2.OffsetSync{Topic: s.Topic, Partition: s.Partition}
+			store.Add(s)
+			return nil
+		}
+		base.UpstreamOffset = int64(binary.BigEndian.Uint64(r.Value[0:8]))
+		base.DownstreamOffset = int64(binary.BigEndian.Uint64(r.Value[8:16]))
+		store.Add(base)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTopicMissing):
+		j.log.Warn("offset-syncs topic not found: nothing can be translated until the mirror function writes offset syncs",
+			"topic", j.syncsTopic, "cluster", cluster)
+	case err != nil:
+		return nil, fmt.Errorf("reading offset syncs from %s on %s: %w", j.syncsTopic, cluster, err)
+	case res.Incomplete:
+		// Translations from a partial read are older, hence safe (never skip).
+		j.log.Warn("offset-syncs read ended before the end offset", "topic", j.syncsTopic, "end", res.End)
+	}
+	if bad > 0 {
+		j.log.Warn("skipped undecodable offset syncs", "topic", j.syncsTopic, "records", bad)
+	}
+	store.ReadToEnd()
+	sum.OffsetSyncsRead = res.Records
+	return store, nil
+}
+
+// group is a source consumer group with its committed offsets on accepted
+// topics.
+type group struct {
+	name    string
+	offsets []kadm.Offset // sorted by topic, partition
+}
+
+// listGroups lists the source's consumer groups accepted by the group filter
+// that have at least one committed offset on a topic accepted by the topic
+// filter (MirrorCheckpointConnector.findConsumerGroups).
+func (j *Job) listGroups(ctx context.Context) ([]group, error) {
+	listed, err := j.srcAdm.ListGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing consumer groups on source %q: %w", j.opts.SourceAlias, err)
+	}
+	var names []string
+	for name, g := range listed {
+		if !isConsumerGroup(g) || !j.opts.Groups.Accept(name) {
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	fetched := j.srcAdm.FetchManyOffsets(ctx, names...)
+	var out []group
+	for _, name := range names {
+		f, ok := fetched[name]
+		if !ok {
+			continue
+		}
+		if f.Err != nil {
+			if errors.Is(f.Err, kerr.GroupIDNotFound) {
+				continue
+			}
+			return nil, fmt.Errorf("fetching committed offsets of group %q on source %q: %w", name, j.opts.SourceAlias, f.Err)
+		}
+		g := group{name: name}
+		f.Fetched.Each(func(o kadm.OffsetResponse) {
+			if o.Err != nil || o.At < 0 || !j.opts.Topics.Accept(o.Topic) {
+				return
+			}
+			g.offsets = append(g.offsets, o.Offset)
+		})
+		if len(g.offsets) == 0 {
+			continue
+		}
+		sort.Slice(g.offsets, func(a, b int) bool {
+			if g.offsets[a].Topic != g.offsets[b].Topic {
+				return g.offsets[a].Topic < g.offsets[b].Topic
+			}
+			return g.offsets[a].Partition < g.offsets[b].Partition
+		})
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// isConsumerGroup keeps what Java's Admin.listConsumerGroups returns: classic
+// groups using the consumer protocol (or none: offsets-only groups) and
+// KIP-848 consumer groups; not Connect, share or streams groups.
+func isConsumerGroup(g kadm.ListedGroup) bool {
+	switch g.GroupType {
+	case "", "classic", "consumer":
+	default:
+		return false
+	}
+	return g.ProtocolType == "consumer" || g.ProtocolType == ""
+}
+
+// renameTopic is MirrorCheckpointTask.renameTopicPartition: a topic that came
+// from the target keeps its original name, any other gets the remote name.
+func (j *Job) renameTopic(topic string) string {
+	if src, ok := j.opts.Policy.TopicSource(topic); ok && src == j.opts.TargetAlias {
+		return j.opts.Policy.OriginalTopic(topic)
+	}
+	return j.opts.Policy.FormatRemoteTopic(j.opts.SourceAlias, topic)
+}
+
+// checkpointGroup computes the checkpoints of one group that are worth
+// writing.
+func (j *Job) checkpointGroup(g group, syncs *offsetsync.Store, cps *checkpointStore) (GroupSummary, []*kgo.Record, []mm2.Checkpoint, error) {
+	gs := GroupSummary{Group: g.name, Partitions: len(g.offsets)}
+	now := j.opts.Now()
+	var recs []*kgo.Record
+	var emitted []mm2.Checkpoint
+	for _, o := range g.offsets {
+		down, ok := syncs.Translate(o.Topic, o.Partition, o.At)
+		if !ok {
+			gs.NoSync++
+			continue
+		}
+		if down < 0 {
+			gs.OlderThanSyncs++
+			continue
+		}
+		c := mm2.Checkpoint{
+			Group: g.name, Topic: j.renameTopic(o.Topic), Partition: o.Partition,
+			UpstreamOffset: o.At, DownstreamOffset: down, Metadata: o.Metadata,
+		}
+		last, stored := cps.get(c.Group, c.Topic, c.Partition)
+		if !moreRecent(last, stored, c) {
+			gs.Skipped++
+			continue
+		}
+		key, value, err := c.Encode()
+		if err != nil {
+			return gs, nil, nil, fmt.Errorf("encoding checkpoint %v: %w", c, err)
+		}
+		recs = append(recs, &kgo.Record{Topic: j.checkpointsTopic, Partition: 0, Key: key, Value: value, Timestamp: now})
+		emitted = append(emitted, c)
+		gs.Written++
+		j.log.Debug("checkpoint", "group", g.name, "topic", c.Topic, "partition", c.Partition,
+			"upstream", c.UpstreamOffset, "downstream", c.DownstreamOffset)
+	}
+	return gs, recs, emitted, nil
+}
+
+// ensureTopic creates a one-partition compacted topic if it does not exist.
+// It works without the right to create topics when the topic exists.
+func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) error {
+	exists, err := topicExists(ctx, adm, name)
+	if err != nil || exists {
+		return err
+	}
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// topicExists asks the cluster's metadata whether topic exists.
+func topicExists(ctx context.Context, adm *kadm.Client, name string) (bool, error) {
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("describing topic %q: %w", name, err)
+	}
+	d, ok := md.Topics[name]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return false, nil
+	}
+	if d.Err != nil {
+		return false, fmt.Errorf("describing topic %q: %w", name, d.Err)
+	}
+	return len(d.Partitions) > 0, nil
+}
+
+// writeConnectOffsets writes the Connect source offsets MM2's checkpoint task
+// leaves behind for every emitted checkpoint, when the Connect offsets topic
+// exists (it is created by the mirror function or by MM2). MM2 never reads
+// them back, so failures are only logged.
+func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint) {
+	topic := j.opts.OffsetStorageTopic
+	md, err := j.tgtAdm.Metadata(ctx, topic)
+	if err != nil {
+		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
+		return
+	}
+	d, ok := md.Topics[topic]
+	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		j.log.Debug("Connect offsets topic absent; checkpoint source offsets not written", "topic", topic)
+		return
+	}
+	n := int32(len(d.Partitions))
+	value := mm2.OffsetValue(0)
+	recs := make([]*kgo.Record, 0, len(emitted))
+	for _, c := range emitted {
+		key := mm2.CheckpointOffsetKey(c.Topic, c.Partition, c.Group)
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, n), Key: key, Value: value})
+	}
+	if err := j.tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
+	}
+}

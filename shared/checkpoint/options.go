@@ -1,0 +1,104 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/policy"
+)
+
+// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
+const (
+	SyncsOnSource = "source"
+	SyncsOnTarget = "target"
+)
+
+// Options configure a Job. Zero values mean the default named in each field's comment.
+type Options struct {
+	// SourceAlias and TargetAlias are MM2's source.cluster.alias and
+	// target.cluster.alias. Required.
+	SourceAlias, TargetAlias string
+
+	// Policy names remote and internal topics. Nil means MM2's
+	// DefaultReplicationPolicy.
+	Policy policy.Policy
+	// Topics selects source topics whose committed offsets are checkpointed.
+	// Nil means MM2's default topic filter.
+	Topics *filter.Filter
+	// Groups selects source consumer groups. Nil means MM2's default group
+	// filter (groups=.*, groups.exclude=console-consumer-.*, connect-.*, __.*).
+	Groups *filter.Filter
+
+	// OffsetSyncsTopicLocation is offset-syncs.topic.location: SyncsOnSource
+	// (default) or SyncsOnTarget.
+	OffsetSyncsTopicLocation string
+	// CheckpointsTopicReplicationFactor for a created checkpoints topic;
+	// 0 or -1 means the target broker's default.
+	CheckpointsTopicReplicationFactor int16
+
+	// DisableCheckpoints is emit.checkpoints.enabled=false: like MM2, which
+	// then runs no checkpoint task at all, a round does nothing (and syncs no
+	// group offsets either).
+	DisableCheckpoints bool
+	// SyncGroupOffsets is sync.group.offsets.enabled (MM2's default false):
+	// commit translated offsets to idle groups on the target.
+	SyncGroupOffsets bool
+	// WriteConnectOffsets writes MM2's MirrorCheckpointConnector source
+	// offset (["MirrorCheckpointConnector",{"partition":p,"topic":t,"group":g}]
+	// = {"offset":0}) for every checkpoint written, to OffsetStorageTopic when
+	// that topic exists. Nothing reads them; real MM2 writes them.
+	WriteConnectOffsets bool
+	// OffsetStorageTopic is the Connect offsets topic on the target; ""
+	// means mm2-offsets.<SourceAlias>.internal.
+	OffsetStorageTopic string
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() error {
+	if o.SourceAlias == "" || o.TargetAlias == "" {
+		return errors.New("checkpoint options: source and target aliases are required")
+	}
+	if o.SourceAlias == o.TargetAlias {
+		return fmt.Errorf("checkpoint options: source and target alias are both %q", o.SourceAlias)
+	}
+	if o.Policy == nil {
+		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
+	}
+	if o.Topics == nil {
+		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
+		if err != nil {
+			return err
+		}
+		o.Topics = f
+	}
+	if o.Groups == nil {
+		f, err := filter.Groups(filter.DefaultGroups, filter.DefaultGroupsExclude)
+		if err != nil {
+			return err
+		}
+		o.Groups = f
+	}
+	switch strings.ToLower(strings.TrimSpace(o.OffsetSyncsTopicLocation)) {
+	case "", SyncsOnSource:
+		o.OffsetSyncsTopicLocation = SyncsOnSource
+	case SyncsOnTarget:
+		o.OffsetSyncsTopicLocation = SyncsOnTarget
+	default:
+		return fmt.Errorf("checkpoint options: offset-syncs.topic.location %q: want source or target", o.OffsetSyncsTopicLocation)
+	}
+	if o.CheckpointsTopicReplicationFactor == 0 {
+		o.CheckpointsTopicReplicationFactor = -1
+	}
+	if o.OffsetStorageTopic == "" {
+		o.OffsetStorageTopic = "mm2-offsets." + o.SourceAlias + ".internal"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}

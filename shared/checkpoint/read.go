@@ -1,0 +1,184 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ClientFunc builds a franz-go client for one cluster with extra options;
+// cluster.NewClient bound to a cluster's settings is one.
+type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
+
+// Fetch sizes of the reader. Offset syncs are about 50 bytes each on the wire, so
+// one fetch of fetchPartitionBytes carries several hundred thousand of them.
+const (
+	fetchMaxBytes       = 64 << 20
+	fetchPartitionBytes = 32 << 20
+	// idleEnd ends a read that saw nothing for this long although its end
+	// offset was not reached: only possible when the last offsets of the
+	// partition are gone (the caller logs it).
+	idleEnd = 10 * time.Second
+)
+
+// errTopicMissing reports that the topic to read does not exist.
+var errTopicMissing = errors.New("topic does not exist")
+
+// readResult describes one read of a partition.
+type readResult struct {
+	Start, End int64 // log start and end offsets when the read began
+	Records    int64 // data records handed to the callback
+	Incomplete bool  // the read ended idle before reaching End
+}
+
+// readPartition reads partition of topic from its start to the end offset it
+// has when the read begins, in offset order, and calls fn for every data
+// record. Records are pooled: fn must not keep r or any slice of it.
+// Control records (transaction markers) are skipped but still count towards
+// the end. A missing topic is errTopicMissing.
+func readPartition(ctx context.Context, newClient ClientFunc, topic string, partition int32, fn func(r *kgo.Record) error) (readResult, error) {
+	var res readResult
+	pool := &recordPool{}
+	cl, err := newClient(ctx,
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.KeepControlRecords(),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.WithPools(pool),
+	)
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return res, errTopicMissing
+		}
+		return res, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	}
+	end, ok := ends.Lookup(topic, partition)
+	if !ok {
+		return res, fmt.Errorf("topic %s has no partition %d", topic, partition)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return res, fmt.Errorf("listing start offsets of %s: %w", topic, err)
+	}
+	start, _ := starts.Lookup(topic, partition)
+	res.Start, res.End = start.Offset, end.Offset
+	if res.End <= res.Start {
+		return res, nil
+	}
+
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(res.Start)}})
+	next := res.Start
+	for next < res.End {
+		pctx, cancel := context.WithTimeout(ctx, idleEnd)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("reading %s[%d] at offset %d of %d: %w", topic, partition, next, res.End, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return res, fmt.Errorf("reading %s[%d] at offset %d: %w", topic, partition, next, ferr)
+		}
+		if fs.NumRecords() == 0 {
+			res.Incomplete = true
+			return res, nil
+		}
+		var cbErr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= next {
+				next = r.Offset + 1
+			}
+			if cbErr == nil && r.Offset < res.End && !r.Attrs.IsControl() {
+				res.Records++
+				cbErr = fn(r)
+			}
+			r.Recycle()
+		})
+		if cbErr != nil {
+			return res, cbErr
+		}
+	}
+	return res, nil
+}
+
+// recordPool lends the client the record and decompression buffers of a
+// fetch, so that reading a large topic allocates per fetch, not per record.
+// It implements kgo.PoolRecords and kgo.PoolDecompressBytes.
+type recordPool struct {
+	mu    sync.Mutex
+	recs  [][]kgo.Record
+	bytes [][]byte
+}
+
+// poolKeep bounds how many buffers of each kind the pool holds.
+const poolKeep = 8
+
+// GetRecords implements kgo.PoolRecords.
+func (p *recordPool) GetRecords(n int) []kgo.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, s := range p.recs {
+		if cap(s) >= n {
+			p.recs = append(p.recs[:i], p.recs[i+1:]...)
+			return s[:0]
+		}
+	}
+	return make([]kgo.Record, 0, n)
+}
+
+// PutRecords implements kgo.PoolRecords.
+func (p *recordPool) PutRecords(s []kgo.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.recs) < poolKeep {
+		p.recs = append(p.recs, s)
+	}
+}
+
+// GetDecompressBytes implements kgo.PoolDecompressBytes.
+func (p *recordPool) GetDecompressBytes(compressed []byte, _ kgo.CompressionCodecType) []byte {
+	want := 4 * len(compressed)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, b := range p.bytes {
+		if cap(b) >= want {
+			p.bytes = append(p.bytes[:i], p.bytes[i+1:]...)
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, want)
+}
+
+// PutDecompressBytes implements kgo.PoolDecompressBytes.
+func (p *recordPool) PutDecompressBytes(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bytes) < poolKeep {
+		p.bytes = append(p.bytes, b)
+	}
+}
