@@ -1,0 +1,308 @@
+// Package image assembles mm2go's container image without a container engine: a base layer
+// (CA certificates, /etc/passwd and /etc/group for the non-root user, /tmp, a home directory)
+// plus one layer per function binary, with a config that runs as 65532:65532.
+//
+// The result has the same file layout as the top-level Dockerfile's final stage, so manifests
+// can use either image. All file times and the image creation time come from Options.Created,
+// so the same inputs give the same image digest.
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
+)
+
+// Fixed facts of the image layout, shared with the Dockerfile and the manifests.
+const (
+	BinDir       = "/usr/local/bin"
+	CACertsPath  = "/etc/ssl/certs/ca-certificates.crt"
+	HomeDir      = "/home/nonroot"
+	UID          = 65532
+	GID          = 65532
+	User         = "65532:65532"
+	UserName     = "nonroot"
+	DefaultPort  = "8080"
+	SourceURL    = "https://github.com/mm2go/mm2go"
+	DefaultEntry = "mirror"
+)
+
+// Functions are the binaries the image must contain, in layer order.
+var Functions = []string{"mirror", "checkpoint", "heartbeat"}
+
+// Binary is one executable to put in BinDir.
+type Binary struct {
+	Name string // file name in BinDir, e.g. "mirror"
+	Data []byte // a static linux ELF executable
+}
+
+// Options describe one image.
+type Options struct {
+	Binaries []Binary
+	// CACerts is a PEM bundle installed at CACertsPath. Empty: the NSS roots pinned by
+	// golang.org/x/crypto/x509roots/fallback (see FallbackCACerts).
+	CACerts []byte
+	// Created is the creation time of the image and the time of every file in it.
+	Created time.Time
+	// Labels are added to (and override) the default OCI labels.
+	Labels map[string]string
+}
+
+// FallbackCACerts returns the unconstrained roots of the NSS bundle that
+// golang.org/x/crypto/x509roots/fallback pins, as PEM. Roots with an NSS distrust-after
+// constraint are left out: a PEM file cannot carry that constraint, and keeping them would
+// trust what NSS no longer trusts.
+func FallbackCACerts() []byte {
+	var b bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			continue
+		}
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})
+	}
+	return b.Bytes()
+}
+
+// CheckStatic returns an error unless data is a statically linked ELF executable (no program
+// interpreter, no dynamic libraries), and returns its GOARCH-style architecture.
+func CheckStatic(name string, data []byte) (arch string, err error) {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("%s: not an ELF file: %w", name, err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return "", fmt.Errorf("%s: ELF type %v is not an executable", name, f.Type)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("%s: dynamically linked (has a program interpreter); build with CGO_ENABLED=0", name)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		return "", fmt.Errorf("%s: needs shared libraries %v; build with CGO_ENABLED=0", name, libs)
+	}
+	switch f.Machine {
+	case elf.EM_X86_64:
+		return "amd64", nil
+	case elf.EM_AARCH64:
+		return "arm64", nil
+	case elf.EM_S390:
+		return "s390x", nil
+	case elf.EM_PPC64:
+		return "ppc64le", nil
+	case elf.EM_RISCV:
+		return "riscv64", nil
+	}
+	return "", fmt.Errorf("%s: unsupported ELF machine %v", name, f.Machine)
+}
+
+// Build assembles the image.
+func Build(o Options) (v1.Image, error) {
+	if len(o.Binaries) == 0 {
+		return nil, errors.New("no binaries")
+	}
+	arch := ""
+	seen := map[string]bool{}
+	for _, b := range o.Binaries {
+		if b.Name == "" || path.Base(b.Name) != b.Name {
+			return nil, fmt.Errorf("bad binary name %q", b.Name)
+		}
+		if seen[b.Name] {
+			return nil, fmt.Errorf("binary %q given twice", b.Name)
+		}
+		seen[b.Name] = true
+		a, err := CheckStatic(b.Name, b.Data)
+		if err != nil {
+			return nil, err
+		}
+		if arch != "" && a != arch {
+			return nil, fmt.Errorf("binary %q is %s, the others are %s", b.Name, a, arch)
+		}
+		arch = a
+	}
+	if !seen[DefaultEntry] {
+		return nil, fmt.Errorf("binary %q (the entrypoint) is missing", DefaultEntry)
+	}
+	certs := o.CACerts
+	if len(certs) == 0 {
+		certs = FallbackCACerts()
+	}
+	if blk, _ := pem.Decode(certs); blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, errors.New("CA bundle holds no PEM certificate")
+	}
+	created := o.Created.UTC()
+
+	base, err := layer(created, []entry{
+		{name: "etc/", mode: 0o755, dir: true},
+		{name: "etc/passwd", mode: 0o644, data: []byte(fmt.Sprintf(
+			"root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:%s:/sbin/nologin\n", UserName, UID, GID, UserName, HomeDir))},
+		{name: "etc/group", mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\n%s:x:%d:\n", UserName, GID))},
+		{name: "etc/ssl/", mode: 0o755, dir: true},
+		{name: "etc/ssl/certs/", mode: 0o755, dir: true},
+		{name: CACertsPath[1:], mode: 0o644, data: certs},
+		{name: "home/", mode: 0o755, dir: true},
+		{name: HomeDir[1:] + "/", mode: 0o700, dir: true, uid: UID, gid: GID},
+		{name: "tmp/", mode: 0o1777, dir: true},
+		{name: "usr/", mode: 0o755, dir: true},
+		{name: "usr/local/", mode: 0o755, dir: true},
+		{name: BinDir[1:] + "/", mode: 0o755, dir: true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	adds := []mutate.Addendum{{Layer: base, History: v1.History{
+		Created: v1.Time{Time: created}, CreatedBy: "mm2go mkimage: CA certificates, passwd/group, /tmp, " + HomeDir,
+	}}}
+	for _, b := range o.Binaries {
+		l, err := layer(created, []entry{{name: BinDir[1:] + "/" + b.Name, mode: 0o755, data: b.Data}})
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.Addendum{Layer: l, History: v1.History{
+			Created: v1.Time{Time: created}, CreatedBy: "mm2go mkimage: " + BinDir + "/" + b.Name,
+		}})
+	}
+
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, adds...)
+	if err != nil {
+		return nil, fmt.Errorf("appending layers: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS = "linux"
+	cf.Architecture = arch
+	cf.Created = v1.Time{Time: created}
+	labels := map[string]string{
+		"org.opencontainers.image.source":      SourceURL,
+		"org.opencontainers.image.url":         SourceURL,
+		"org.opencontainers.image.title":       "mm2go",
+		"org.opencontainers.image.description": "Kafka MirrorMaker 2 as three serverless functions: mirror, checkpoint, heartbeat (choose one with the container command)",
+		"org.opencontainers.image.created":     created.Format(time.RFC3339),
+	}
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	names := make([]string, 0, len(o.Binaries))
+	for _, b := range o.Binaries {
+		names = append(names, b.Name)
+	}
+	sort.Strings(names)
+	labels["dev.mm2go.functions"] = fmt.Sprint(names)
+	cf.Config = v1.Config{
+		User:         User,
+		WorkingDir:   HomeDir,
+		Entrypoint:   []string{BinDir + "/" + DefaultEntry},
+		Cmd:          []string{"serve"},
+		Env:          []string{"PATH=" + BinDir + ":/usr/bin:/bin", "SSL_CERT_FILE=" + CACertsPath, "PORT=" + DefaultPort},
+		ExposedPorts: map[string]struct{}{DefaultPort + "/tcp": {}},
+		Labels:       labels,
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("setting config: %w", err)
+	}
+	return img, nil
+}
+
+// ReadBinaries reads the named binaries from dir.
+func ReadBinaries(dir string, names []string) ([]Binary, error) {
+	var out []Binary
+	for _, n := range names {
+		data, err := os.ReadFile(path.Join(dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("reading binary %q: %w", n, err)
+		}
+		out = append(out, Binary{Name: n, Data: data})
+	}
+	return out, nil
+}
+
+// WriteTarball writes img as a `docker load` / `podman load` tarball tagged ref.
+func WriteTarball(file, ref string, img v1.Image) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return tarball.WriteToFile(file, tag, img)
+}
+
+// WriteLayout writes img into an OCI image layout directory (created if missing), with the
+// annotation org.opencontainers.image.ref.name set to ref.
+func WriteLayout(dir, ref string, img v1.Image) error {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		if p, err = layout.Write(dir, empty.Index); err != nil {
+			return fmt.Errorf("creating OCI layout %s: %w", dir, err)
+		}
+	}
+	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref}))
+}
+
+type entry struct {
+	name     string
+	mode     int64
+	dir      bool
+	uid, gid int
+	data     []byte
+}
+
+// layer builds a gzip-compressed (best compression) layer from entries.
+func layer(mtime time.Time, entries []entry) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid,
+			ModTime: mtime, Format: tar.FormatPAX,
+		}
+		if e.dir {
+			h.Typeflag = tar.TypeDir
+		} else {
+			h.Typeflag = tar.TypeReg
+			h.Size = int64(len(e.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("tar header %s: %w", e.name, err)
+		}
+		if !e.dir {
+			if _, err := tw.Write(e.data); err != nil {
+				return nil, fmt.Errorf("tar data %s: %w", e.name, err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	raw := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(raw)), nil
+	}, tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+}
