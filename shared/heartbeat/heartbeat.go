@@ -1,0 +1,386 @@
+// Package heartbeat runs one round of MirrorMaker 2's heartbeat job
+// (MirrorHeartbeatConnector/MirrorHeartbeatTask) for one flow source->target:
+//
+//   - write Heartbeat{source, target, now} to "heartbeats" on the target;
+//   - write the reverse heartbeat Heartbeat{target, source, now} to
+//     "heartbeats" on the source, as MM2's reverse herder target->source does
+//     by default, so that replicating the source's "heartbeats" topic yields
+//     <source>.heartbeats on the target (what MM2's MirrorClient and
+//     RemoteClusterUtils use to discover upstream clusters);
+//   - report the end-to-end replication latency: now minus the timestamp of
+//     the newest heartbeat found in <source>.heartbeats on the target.
+//
+// Records use MM2's byte format (package mm2), partition 0, record timestamp
+// equal to the heartbeat's, no headers.
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/policy"
+)
+
+// ClientFunc builds a franz-go client for one cluster with extra options;
+// cluster.NewClient bound to a cluster's settings is one.
+type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
+
+// Options configure a Job. Zero values mean the default named in each field's comment.
+type Options struct {
+	// SourceAlias and TargetAlias are the flow's cluster aliases. Required.
+	SourceAlias, TargetAlias string
+	// Policy names the remote heartbeats topic. Nil means MM2's
+	// DefaultReplicationPolicy.
+	Policy policy.Policy
+	// HeartbeatsTopicReplicationFactor for created heartbeats topics; 0 or -1
+	// means the broker's default.
+	HeartbeatsTopicReplicationFactor int16
+	// DisableHeartbeats is emit.heartbeats.enabled=false: no heartbeat to the
+	// target.
+	DisableHeartbeats bool
+	// DisableReverse turns off the reverse heartbeat to the source (MM2:
+	// target->source.emit.heartbeats.enabled=false).
+	DisableReverse bool
+	// WriteConnectOffsets writes MM2's MirrorHeartbeatConnector source offset
+	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}]
+	// = {"offset":0}) next to each heartbeat, into mm2-offsets.<s>.internal on
+	// the cluster written to, when that topic exists.
+	WriteConnectOffsets bool
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() error {
+	if o.SourceAlias == "" || o.TargetAlias == "" {
+		return errors.New("heartbeat options: source and target aliases are required")
+	}
+	if o.SourceAlias == o.TargetAlias {
+		return fmt.Errorf("heartbeat options: source and target alias are both %q", o.SourceAlias)
+	}
+	if o.Policy == nil {
+		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
+	}
+	if o.HeartbeatsTopicReplicationFactor == 0 {
+		o.HeartbeatsTopicReplicationFactor = -1
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// UnavailableError reports that a cluster of the flow could not be reached:
+// the round did nothing and should be retried later (serve answers 503).
+type UnavailableError struct {
+	Cluster string // "source" or "target"
+	Alias   string
+	Err     error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s cluster %q unavailable: %v", e.Cluster, e.Alias, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Summary reports one round, for logs and the JSON answer of serve.
+type Summary struct {
+	Source     string    `json:"source"`
+	Target     string    `json:"target"`
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
+	// Written lists the heartbeats written this round.
+	Written []Written `json:"written"`
+	// LatencyTopic is the remote heartbeats topic read on the target.
+	LatencyTopic string `json:"latency_topic"`
+	// Newest is the newest heartbeat found in LatencyTopic; nil when none.
+	Newest *Heartbeat `json:"newest_replicated_heartbeat"`
+	// ReplicationLatencyMS is the round's time minus Newest's timestamp;
+	// nil when no replicated heartbeat was found.
+	ReplicationLatencyMS *int64 `json:"replication_latency_ms"`
+}
+
+// Written is one heartbeat written by a round.
+type Written struct {
+	Cluster   string `json:"cluster"` // "target" or "source"
+	Topic     string `json:"topic"`
+	Offset    int64  `json:"offset"`
+	Heartbeat
+}
+
+// Heartbeat is an MM2 heartbeat in JSON form.
+type Heartbeat struct {
+	SourceAlias string `json:"source_cluster_alias"`
+	TargetAlias string `json:"target_cluster_alias"`
+	Timestamp   int64  `json:"timestamp"` // epoch milliseconds
+}
+
+// Job runs heartbeat rounds for one flow; its clients are kept between
+// rounds. A Job runs one round at a time.
+type Job struct {
+	opts           Options
+	log            *slog.Logger
+	target         ClientFunc
+	src, tgt       *kgo.Client
+	srcAdm, tgtAdm *kadm.Client
+}
+
+// New returns a Job for the flow described by opts. Nothing is sent before
+// the first round.
+func New(ctx context.Context, opts Options, source, target ClientFunc, logger *slog.Logger) (*Job, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	if source == nil || target == nil {
+		return nil, errors.New("heartbeat: source and target client functions are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	prod := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
+	src, err := source(ctx, prod...)
+	if err != nil {
+		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
+	}
+	tgt, err := target(ctx, prod...)
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
+	}
+	return &Job{
+		opts: opts, log: logger, target: target,
+		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
+	}, nil
+}
+
+// Close releases the job's clients.
+func (j *Job) Close() {
+	j.src.Close()
+	j.tgt.Close()
+}
+
+// LatencyTopic is the remote heartbeats topic whose newest record gives the
+// replication latency: <source>.heartbeats with the default policy.
+func (j *Job) LatencyTopic() string {
+	return j.opts.Policy.FormatRemoteTopic(j.opts.SourceAlias, j.opts.Policy.HeartbeatsTopic())
+}
+
+// pingTimeout bounds the reachability check at the start of a round.
+const pingTimeout = 15 * time.Second
+
+// Round writes this round's heartbeats and measures the replication latency.
+func (j *Job) Round(ctx context.Context) (*Summary, error) {
+	start := j.opts.Now()
+	sum := &Summary{
+		Source: j.opts.SourceAlias, Target: j.opts.TargetAlias,
+		Started: start.UTC(), Written: []Written{}, LatencyTopic: j.LatencyTopic(),
+	}
+	defer func() { sum.DurationMS = j.opts.Now().Sub(start).Milliseconds() }()
+
+	type side struct {
+		name, alias string
+		cl          *kgo.Client
+		adm         *kadm.Client
+		hb          mm2.Heartbeat
+		write       bool
+	}
+	sides := []side{
+		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats},
+		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse},
+	}
+	for _, s := range sides {
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		_, err := s.adm.BrokerMetadata(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return sum, ctx.Err()
+			}
+			return sum, &UnavailableError{Cluster: s.name, Alias: s.alias, Err: err}
+		}
+	}
+
+	topic := j.opts.Policy.HeartbeatsTopic()
+	for _, s := range sides {
+		if !s.write {
+			continue
+		}
+		if err := ensureTopic(ctx, s.adm, topic, j.opts.HeartbeatsTopicReplicationFactor); err != nil {
+			return sum, fmt.Errorf("heartbeats topic on %s %q: %w", s.name, s.alias, err)
+		}
+		now := j.opts.Now()
+		s.hb.Timestamp = now.UnixMilli()
+		key, value, err := s.hb.Encode()
+		if err != nil {
+			return sum, fmt.Errorf("encoding %v: %w", s.hb, err)
+		}
+		rec := &kgo.Record{Topic: topic, Partition: 0, Key: key, Value: value, Timestamp: time.UnixMilli(s.hb.Timestamp)}
+		if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			return sum, fmt.Errorf("writing heartbeat to %s on %s %q: %w", topic, s.name, s.alias, err)
+		}
+		sum.Written = append(sum.Written, Written{Cluster: s.name, Topic: topic, Offset: rec.Offset, Heartbeat: fromMM2(s.hb)})
+		if j.opts.WriteConnectOffsets {
+			j.writeConnectOffset(ctx, s.cl, s.adm, s.hb)
+		}
+	}
+
+	newest, err := j.newestReplicated(ctx)
+	if err != nil {
+		return sum, err
+	}
+	if newest != nil {
+		sum.Newest = newest
+		lat := j.opts.Now().UnixMilli() - newest.Timestamp
+		sum.ReplicationLatencyMS = &lat
+		j.log.Info("heartbeat round done", "written", len(sum.Written), "replication_latency_ms", lat,
+			"latency_topic", sum.LatencyTopic, "newest_from", newest.SourceAlias, "newest_to", newest.TargetAlias)
+	} else {
+		j.log.Info("heartbeat round done; no replicated heartbeat yet", "written", len(sum.Written),
+			"latency_topic", sum.LatencyTopic)
+	}
+	return sum, nil
+}
+
+func fromMM2(h mm2.Heartbeat) Heartbeat {
+	return Heartbeat{SourceAlias: h.SourceAlias, TargetAlias: h.TargetAlias, Timestamp: h.Timestamp}
+}
+
+// tailRecords is how many records from the end of each partition of the
+// remote heartbeats topic are examined.
+const tailRecords = 32
+
+// newestReplicated returns the newest decodable heartbeat among the last
+// records of the remote heartbeats topic on the target, nil if none.
+func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
+	topic := j.LatencyTopic()
+	ends, err := j.tgtAdm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
+	}
+	starts, err := j.tgtAdm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
+	}
+	from := map[int32]kgo.Offset{}
+	want := map[int32]int64{} // partition -> end offset still to reach
+	ends.Each(func(o kadm.ListedOffset) {
+		s, _ := starts.Lookup(o.Topic, o.Partition)
+		if o.Offset <= s.Offset {
+			return
+		}
+		at := max(s.Offset, o.Offset-tailRecords)
+		from[o.Partition] = kgo.NewOffset().At(at)
+		want[o.Partition] = o.Offset
+	})
+	if len(from) == 0 {
+		return nil, nil
+	}
+	cl, err := j.target(ctx, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}), kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var newest *Heartbeat
+	for len(want) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, ferr)
+		}
+		if fs.NumRecords() == 0 {
+			break // the last offsets are gone; use what was read
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if r.Offset >= end-1 {
+				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			h, err := mm2.DecodeHeartbeat(r.Key, r.Value)
+			if err != nil {
+				return
+			}
+			if newest == nil || h.Timestamp > newest.Timestamp {
+				hb := fromMM2(h)
+				newest = &hb
+			}
+		})
+	}
+	return newest, nil
+}
+
+// writeConnectOffset writes the heartbeat connector's Connect source offset
+// to mm2-offsets.<hb.SourceAlias>.internal on the cluster written to, if that
+// topic exists. MM2 never reads it back; failures are only logged.
+func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat) {
+	topic := "mm2-offsets." + hb.SourceAlias + ".internal"
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
+		return
+	}
+	d, ok := md.Topics[topic]
+	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		return
+	}
+	key := mm2.HeartbeatOffsetKey(hb.SourceAlias, hb.TargetAlias)
+	rec := &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, int32(len(d.Partitions))), Key: key, Value: mm2.OffsetValue(0)}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
+	}
+}
+
+// ensureTopic creates a one-partition compacted topic if it does not exist.
+// It works without the right to create topics when the topic exists.
+func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) error {
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		return fmt.Errorf("describing topic %q: %w", name, err)
+	}
+	if d, ok := md.Topics[name]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		return nil
+	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("describing topic %q: %w", name, d.Err)
+	}
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %q: %w", name, err)
+	}
+	return nil
+}
