@@ -110,9 +110,9 @@ type Summary struct {
 
 // Written is one heartbeat written by a round.
 type Written struct {
-	Cluster   string `json:"cluster"` // "target" or "source"
-	Topic     string `json:"topic"`
-	Offset    int64  `json:"offset"`
+	Cluster string `json:"cluster"` // "target" or "source"
+	Topic   string `json:"topic"`
+	Offset  int64  `json:"offset"`
 	Heartbeat
 }
 
