@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Exit reasons of a burst (Summary.Reason).
+const (
+	ReasonDone        = "done"         // every selected partition reached the end seen at start
+	ReasonMaxRecords  = "max-records"  // BurstOptions.MaxRecords copied
+	ReasonMaxDuration = "max-duration" // BurstOptions.MaxDuration elapsed
+	ReasonStopped     = "stopped"      // the context was canceled (signal)
+	ReasonFailed      = "failed"       // an error ended the burst
+)
+
+// BurstOptions bound one burst. Zero values mean "no limit".
+type BurstOptions struct {
+	// MaxDuration stops fetching after this long; positions are then committed.
+	MaxDuration time.Duration
+	// MaxRecords stops after copying this many records.
+	MaxRecords int64
+	// Group, if set, is a source consumer group used only to split partitions between several
+	// concurrent bursts (never to store offsets). Empty: this burst takes every partition.
+	Group string
+	// Progress, if set, is called about once a second with the running totals.
+	Progress func(Progress)
+	// Grace bounds finishing in-flight writes and committing positions after fetching
+	// stopped; 0 means 10s.
+	Grace time.Duration
+}
+
+// Progress is a running total of a burst.
+type Progress struct {
+	Records, Bytes int64
+	Lag            int64 // records left to copy (of the end offsets seen at start)
+	Elapsed        time.Duration
+}
+
+// TopicSummary is the outcome of a burst for one source topic.
+type TopicSummary struct {
+	Remote  string `json:"remote"`
+	Records int64  `json:"records"`
+	Bytes   int64  `json:"bytes"`
+	Lag     int64  `json:"lag"`
+}
+
+// Summary is the outcome of a burst.
+type Summary struct {
+	Records    int64                    `json:"records"`
+	Bytes      int64                    `json:"bytes"`
+	Partitions int                      `json:"partitions"`
+	Lag        int64                    `json:"lag"`
+	Topics     map[string]*TopicSummary `json:"topics"`
+	Duration   time.Duration            `json:"-"`
+	DurationMS int64                    `json:"duration_ms"`
+	// FirstRecordMS is the time from the burst's start to the first acknowledged record, -1 if
+	// none was copied.
+	FirstRecordMS int64  `json:"first_record_ms"`
+	Reason        string `json:"reason"`
+	Error         string `json:"error,omitempty"`
+	ExactlyOnce   bool   `json:"exactly_once"`
+}
+
+// MoreToDo reports whether records were left to copy.
+func (s Summary) MoreToDo() bool { return s.Lag > 0 }
+
+// work is one partition to copy in a burst.
+type work struct {
+	tp     TP
+	remote string
+	start  int64 // first offset to copy
+	end    int64 // copy offsets < end
+	// initPos, if >= 0, is a position to store even if nothing is copied (auto.offset.reset
+	// latest on a partition without position).
+	initPos int64
+}
+
+// Burst copies every selected partition up to the end offsets seen at its start, or until a
+// budget in bo is reached or ctx is canceled, then commits positions and offset syncs. The
+// returned error is non-nil only if the burst failed; the Summary is filled in either case.
+func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
+	start := time.Now()
+	topics, err := e.DiscoverTopics(ctx)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	if err := e.PrepareTargets(ctx, topics); err != nil {
+		return e.failed(start, err)
+	}
+	var tps []TP
+	remote := map[string]string{}
+	for _, t := range topics {
+		remote[t.Source] = t.Remote
+		for p := int32(0); p < t.Partitions; p++ {
+			tps = append(tps, TP{t.Source, p})
+		}
+	}
+	if bo.Group != "" {
+		return e.groupBurst(ctx, start, bo, tps, remote)
+	}
+	return e.run(ctx, start, bo, tps, remote, nil)
+}
+
+// CopyPartition copies one source partition up to and including offset through (or up to
+// its current end if through < 0 or beyond the end), resuming from and committing its
+// position like a burst. It creates or grows the remote topic if needed. It is the entry
+// point for event-driven callers that learn about one partition at a time.
+func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
+	start := time.Now()
+	if !e.Selected(topic) {
+		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
+	}
+	md, err := e.srcAdm.Metadata(ctx, topic)
+	if err != nil {
+		return e.failed(start, fmt.Errorf("describing source topic %q: %w", topic, err))
+	}
+	d, ok := md.Topics[topic]
+	if !ok || d.Err != nil {
+		if ok {
+			err = d.Err
+		}
+		return e.failed(start, fmt.Errorf("describing source topic %q: %v", topic, err))
+	}
+	if partition < 0 || int(partition) >= len(d.Partitions) {
+		return e.failed(start, fmt.Errorf("source topic %q has no partition %d", topic, partition))
+	}
+	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: int32(len(d.Partitions))}
+	if err := e.PrepareTargets(ctx, []Topic{t}); err != nil {
+		return e.failed(start, err)
+	}
+	var limit map[TP]int64
+	if through >= 0 {
+		limit = map[TP]int64{{topic, partition}: through + 1}
+	}
+	return e.run(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit)
+}
+
+func (e *Engine) failed(start time.Time, err error) (Summary, error) {
+	d := time.Since(start)
+	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
+		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: e.opts.ExactlyOnce}, err
+}
+
+// run plans and copies the given partitions. limit optionally lowers the end offset of some.
+func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64) (Summary, error) {
+	if bo.Grace <= 0 {
+		bo.Grace = 10 * time.Second
+	}
+	offsetsParts, err := e.ensureOffsetsTopic(ctx)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	syncs, err := e.newSyncEmitter(ctx)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	defer syncs.close()
+	if len(tps) == 0 {
+		return e.finishSummary(start, nil, ReasonDone, nil), nil
+	}
+	if e.opts.ExactlyOnce {
+		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsetsParts, syncs)
+	}
+	works, err := e.plan(ctx, tps, remote, limit, offsetsParts)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	c := newCopier(e, bo, works, offsetsParts, syncs)
+	return c.run(ctx, start)
+}
+
+// plan reads positions and end offsets and returns the partitions with work.
+func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
+	positions, err := e.ReadPositions(ctx, tps, offsetsParts)
+	if err != nil {
+		return nil, err
+	}
+	return e.planFrom(ctx, tps, remote, limit, positions)
+}
+
+func (e *Engine) planFrom(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64) ([]*work, error) {
+	topicSet := map[string]bool{}
+	for _, tp := range tps {
+		topicSet[tp.Topic] = true
+	}
+	names := make([]string, 0, len(topicSet))
+	for t := range topicSet {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	starts, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce, names...)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	var out []*work
+	for _, tp := range tps {
+		s, ok1 := starts.Lookup(tp.Topic, tp.Partition)
+		en, ok2 := ends.Lookup(tp.Topic, tp.Partition)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("no offsets for source partition %s", tp)
+		}
+		w := &work{tp: tp, remote: remote[tp.Topic], end: en.Offset, initPos: -2}
+		if l, ok := limit[tp]; ok && l < w.end {
+			w.end = l
+		}
+		pos, has := positions[tp]
+		switch {
+		case has && pos >= 0 && pos+1 <= en.Offset:
+			w.start = max(pos+1, s.Offset)
+		case has && pos >= 0:
+			e.log.Warn("stored position is beyond the source partition's end (topic recreated or truncated?); starting at its start",
+				"partition", tp.String(), "position", pos, "end", en.Offset)
+			w.start = s.Offset
+		case e.opts.AutoOffsetResetLatest && en.Offset > s.Offset:
+			// Stored at once, so later bursts do not skip what arrives in between.
+			w.start = en.Offset
+			w.initPos = en.Offset - 1
+		default:
+			w.start = s.Offset
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// finishSummary builds a Summary from per-partition results.
+func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
+	d := time.Since(start)
+	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
+		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts)}
+	for _, p := range parts {
+		ts := s.Topics[p.tp.Topic]
+		if ts == nil {
+			ts = &TopicSummary{Remote: p.remote}
+			s.Topics[p.tp.Topic] = ts
+		}
+		ts.Records += p.records
+		ts.Bytes += p.bytes
+		ts.Lag += p.lag
+		s.Records += p.records
+		s.Bytes += p.bytes
+		s.Lag += p.lag
+	}
+	if err != nil {
+		s.Error = err.Error()
+		s.Reason = ReasonFailed
+	}
+	return s
+}
+
+// partResult is the outcome for one partition.
+type partResult struct {
+	tp             TP
+	remote         string
+	records, bytes int64
+	lag            int64
+}
+
+// errStop marks a clean stop (budget or signal), not a failure.
+var errStop = errors.New("stop")

@@ -1,0 +1,423 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// positionFlushInterval is how often positions (and due offset syncs) are written while
+// copying, like Connect's offset.flush.interval.ms.
+const positionFlushInterval = time.Second
+
+// partState tracks one partition of an at-least-once copy. The fetch loop produces, the
+// producer's promise goroutine acknowledges; mu guards the fields both touch.
+type partState struct {
+	w   *work
+	ctx context.Context // carries the state to the promise (record Context)
+
+	mu        sync.Mutex
+	upstream  []int64 // FIFO of upstream offsets produced, not yet acknowledged
+	head      int
+	lastAcked int64 // upstream offset of the newest acknowledged record, -1 none
+	lastSeen  int64 // newest upstream offset fetched (data or control record), -1 none
+	failed    error
+	records   int64
+	bytes     int64
+	written   int64 // position last written, -1 none
+
+	done bool // fetch side only: reached the end
+}
+
+// position returns the position that may be stored now: every record up to it was
+// acknowledged (control records need no copy).
+func (st *partState) position() int64 {
+	if st.failed == nil && st.head == len(st.upstream) {
+		return max(st.lastAcked, st.lastSeen)
+	}
+	return st.lastAcked
+}
+
+type stateKey struct{}
+
+// copier is one at-least-once burst: a source consumer over all partitions with work, one
+// idempotent target producer (data and positions), and the offset-syncs emitter.
+type copier struct {
+	e            *Engine
+	bo           BurstOptions
+	states       []*partState
+	byTP         map[TP]*partState
+	offsetsParts int32
+	syncs        *syncEmitter
+
+	prod *kgo.Client
+
+	inflight   atomic.Int64 // bytes produced, not yet acknowledged
+	space      chan struct{}
+	records    atomic.Int64
+	bytes      atomic.Int64
+	firstAckNS atomic.Int64
+
+	errMu sync.Mutex
+	err   error
+	posMu sync.Mutex // serializes position writes
+}
+
+func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, syncs *syncEmitter) *copier {
+	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsetsParts: offsetsParts, syncs: syncs, space: make(chan struct{}, 1)}
+	for _, w := range works {
+		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1}
+		c.states = append(c.states, st)
+		c.byTP[w.tp] = st
+	}
+	return c
+}
+
+func (c *copier) fail(err error) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *copier) error() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// promise is called by the producer, serially and in order per partition.
+func (c *copier) promise(r *kgo.Record, err error) {
+	st := r.Context.Value(stateKey{}).(*partState)
+	size := recordSize(r)
+	st.mu.Lock()
+	up := st.upstream[st.head]
+	st.head++
+	if st.head > 1024 && st.head*2 > len(st.upstream) {
+		n := copy(st.upstream, st.upstream[st.head:])
+		st.upstream = st.upstream[:n]
+		st.head = 0
+	}
+	if err != nil {
+		if st.failed == nil {
+			st.failed = err
+		}
+	} else if st.failed == nil {
+		st.lastAcked = up
+		st.records++
+		st.bytes += size
+	}
+	failed := st.failed
+	st.mu.Unlock()
+
+	if c.inflight.Add(-size) < int64(c.e.opts.MaxBufferedBytes) {
+		select {
+		case c.space <- struct{}{}:
+		default:
+		}
+	}
+	if failed != nil {
+		c.fail(fmt.Errorf("writing %s offset %d to %q: %w", st.w.tp, up, st.w.remote, failed))
+		return
+	}
+	c.records.Add(1)
+	c.bytes.Add(size)
+	c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
+	c.syncs.record(st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
+}
+
+// run copies until every partition reached its end, a budget is exhausted or ctx ends.
+func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
+	e := c.e
+	// Writes outlive a stop request by at most Grace.
+	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWrites()
+
+	var err error
+	c.prod, err = e.dial(ctx, Target,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(e.opts.ProducerLinger),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
+		kgo.MaxBufferedRecords(1<<22),
+		kgo.RecordDeliveryTimeout(0),
+	)
+	if err != nil {
+		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+	}
+	defer c.prod.Close()
+
+	offs := map[string]map[int32]kgo.Offset{}
+	active := 0
+	for _, st := range c.states {
+		st.ctx = context.WithValue(writeCtx, stateKey{}, st)
+		if st.w.start >= st.w.end {
+			st.done = true
+			continue
+		}
+		if offs[st.w.tp.Topic] == nil {
+			offs[st.w.tp.Topic] = map[int32]kgo.Offset{}
+		}
+		offs[st.w.tp.Topic][st.w.tp.Partition] = kgo.NewOffset().At(st.w.start)
+		active++
+	}
+	// Positions chosen by auto.offset.reset=latest are stored at once.
+	c.writePositions(writeCtx)
+
+	reason := ReasonDone
+	if active > 0 {
+		reason = c.copyLoop(ctx, start, offs, active)
+	}
+
+	// Finish: wait for in-flight records, then syncs and positions for everything acknowledged.
+	fctx, cancel := context.WithTimeout(writeCtx, c.bo.Grace)
+	defer cancel()
+	if err := c.prod.Flush(fctx); err != nil {
+		c.fail(fmt.Errorf("waiting for in-flight records: %w", err))
+	}
+	if err := c.syncs.finish(fctx); err != nil {
+		c.fail(err)
+	}
+	c.writePositions(fctx)
+	if err := c.prod.Flush(fctx); err != nil {
+		c.fail(fmt.Errorf("writing positions: %w", err))
+	}
+	return c.summary(start, reason)
+}
+
+// copyLoop is the fetch-and-produce loop. It returns the exit reason.
+func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]map[int32]kgo.Offset, active int) string {
+	e := c.e
+	cons, err := e.dial(ctx, Source,
+		kgo.ConsumePartitions(offs),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 4<<20)),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	if err != nil {
+		c.fail(fmt.Errorf("connecting source consumer: %w", err))
+		return ReasonFailed
+	}
+	defer cons.Close()
+
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reason := ReasonDone
+	var timeUp atomic.Bool
+	if c.bo.MaxDuration > 0 {
+		t := time.AfterFunc(c.bo.MaxDuration, func() {
+			timeUp.Store(true)
+			cancel()
+		})
+		defer t.Stop()
+	}
+	var produced int64
+	lastFlush := time.Now()
+	lastProgress := time.Now()
+	idle := 0
+	for active > 0 {
+		if c.error() != nil {
+			return ReasonFailed
+		}
+		if stopCtx.Err() != nil {
+			break
+		}
+		pctx, pcancel := context.WithTimeout(stopCtx, positionFlushInterval)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			c.fail(ferr)
+			return ReasonFailed
+		}
+		if fs.NumRecords() == 0 && stopCtx.Err() == nil {
+			// Partitions whose tail holds nothing fetchable (e.g. empty batches left by
+			// compaction) never show their last offset; give up on them after a while.
+			if idle++; idle >= 5 {
+				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst", "partitions", active)
+				break
+			}
+		} else {
+			idle = 0
+		}
+		stop := false
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if stop {
+				return
+			}
+			st := c.byTP[TP{ftp.Topic, ftp.Partition}]
+			if st == nil || st.done {
+				return
+			}
+			for _, r := range ftp.Records {
+				if r.Offset >= st.w.end {
+					c.markDone(cons, st, &active)
+					return
+				}
+				if c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
+					stop = true
+					return
+				}
+				if r.Attrs.IsControl() {
+					st.mu.Lock()
+					st.lastSeen = r.Offset
+					st.mu.Unlock()
+				} else {
+					if !c.produce(stopCtx, st, r) {
+						stop = true
+						return
+					}
+					produced++
+				}
+				if r.Offset >= st.w.end-1 {
+					c.markDone(cons, st, &active)
+					return
+				}
+			}
+		})
+		if stop && c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
+			reason = ReasonMaxRecords
+			break
+		}
+		if time.Since(lastFlush) >= positionFlushInterval {
+			lastFlush = time.Now()
+			c.writePositions(context.WithoutCancel(ctx))
+			if err := c.syncs.send(context.WithoutCancel(ctx), false); err != nil {
+				c.fail(err)
+			}
+		}
+		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
+			lastProgress = time.Now()
+			c.bo.Progress(c.progress(start))
+		}
+	}
+	if c.error() != nil {
+		return ReasonFailed
+	}
+	if active > 0 && reason == ReasonDone {
+		switch {
+		case timeUp.Load():
+			return ReasonMaxDuration
+		case ctx.Err() != nil:
+			return ReasonStopped
+		}
+	}
+	return reason
+}
+
+func (c *copier) markDone(cons *kgo.Client, st *partState, active *int) {
+	st.done = true
+	*active--
+	cons.PauseFetchPartitions(map[string][]int32{st.w.tp.Topic: {st.w.tp.Partition}})
+}
+
+// produce sends one fetched record to the remote partition, waiting while too many bytes are
+// in flight. It returns false if ctx ended while waiting.
+func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
+	size := recordSize(r)
+	for c.inflight.Load()+size > int64(c.e.opts.MaxBufferedBytes) && c.inflight.Load() > 0 {
+		select {
+		case <-c.space:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	c.inflight.Add(size)
+	st.mu.Lock()
+	st.upstream = append(st.upstream, r.Offset)
+	st.lastSeen = r.Offset
+	st.mu.Unlock()
+	prepareCopy(r, st.w.remote)
+	r.Context = st.ctx
+	c.prod.Produce(st.ctx, r, c.promise)
+	return true
+}
+
+// prepareCopy turns a fetched record into the record to produce: same key, value, headers
+// and partition, the source timestamp as CreateTime, the remote topic.
+func prepareCopy(r *kgo.Record, remote string) {
+	r.Topic = remote
+	if r.Timestamp.UnixMilli() < 0 {
+		// A record without timestamp (-1): let the producer stamp it, as Java's would.
+		r.Timestamp = time.Time{}
+	}
+	r.Attrs = kgo.RecordAttrs{}
+	r.ProducerID, r.ProducerEpoch = 0, 0
+}
+
+// writePositions produces the position of every partition that advanced since the last write.
+func (c *copier) writePositions(ctx context.Context) {
+	c.posMu.Lock()
+	defer c.posMu.Unlock()
+	for _, st := range c.states {
+		st.mu.Lock()
+		pos := st.position()
+		if pos < 0 {
+			pos = st.w.initPos
+		}
+		write := pos >= 0 && pos > st.written
+		if write {
+			st.written = pos
+		}
+		st.mu.Unlock()
+		if !write {
+			continue
+		}
+		c.prod.Produce(ctx, c.e.positionRecord(st.w.tp, pos, c.offsetsParts), func(_ *kgo.Record, err error) {
+			if err != nil {
+				c.fail(fmt.Errorf("writing position of %s to %q: %w", st.w.tp, c.e.opts.OffsetStorageTopic, err))
+			}
+		})
+	}
+}
+
+func (c *copier) progress(start time.Time) Progress {
+	var lag int64
+	for _, st := range c.states {
+		st.mu.Lock()
+		lag += st.w.end - max(st.w.start, st.lastAcked+1)
+		st.mu.Unlock()
+	}
+	return Progress{Records: c.records.Load(), Bytes: c.bytes.Load(), Lag: lag, Elapsed: time.Since(start)}
+}
+
+func (c *copier) summary(start time.Time, reason string) (Summary, error) {
+	parts := make([]partResult, 0, len(c.states))
+	for _, st := range c.states {
+		st.mu.Lock()
+		next := st.w.start
+		if p := st.position(); p >= 0 {
+			next = max(next, p+1)
+		}
+		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: max(0, st.w.end-next)})
+		st.mu.Unlock()
+	}
+	err := c.error()
+	s := c.e.finishSummary(start, parts, reason, err)
+	if ns := c.firstAckNS.Load(); ns > 0 {
+		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
+	}
+	return s, err
+}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/policy"
+)
+
+// Side names one of the two clusters of a flow.
+type Side int
+
+// The two clusters of a flow.
+const (
+	Source Side = iota
+	Target
+)
+
+func (s Side) String() string {
+	if s == Source {
+		return "source"
+	}
+	return "target"
+}
+
+// DialFunc builds a franz-go client for one cluster of the flow. extra options are the
+// engine's own (consumer, producer, transactional settings) and must be applied last.
+// shared/cluster.NewClient fits it once bound to the cluster's settings.
+type DialFunc func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error)
+
+// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
+const (
+	SyncsOnSource = "source"
+	SyncsOnTarget = "target"
+)
+
+// Options configure an Engine. Zero values mean the default named in each field's comment.
+type Options struct {
+	// SourceAlias and TargetAlias are MM2's source.cluster.alias and target.cluster.alias.
+	// Required.
+	SourceAlias, TargetAlias string
+
+	// Policy names remote and internal topics. Nil means MM2's DefaultReplicationPolicy.
+	Policy policy.Policy
+	// Topics selects source topics. Nil means MM2's defaults (topics=.*, topics.exclude=
+	// .*[\-\.]internal, .*\.replica, __.*).
+	Topics *filter.Filter
+	// HeartbeatsReplication is heartbeats.replication.enabled: replicate "heartbeats" topics
+	// even when Topics rejects them (MM2's default is true; the zero value here is false).
+	HeartbeatsReplication bool
+
+	// ReplicationFactor of created remote topics (MM2 replication.factor). 0 or -1 means the
+	// target broker's default.
+	ReplicationFactor int16
+	// ConfigPropertiesExclude lists topic configs never copied (config.properties.exclude).
+	// Nil means MM2's default list.
+	ConfigPropertiesExclude *filter.List
+	// SyncTopicConfigs is sync.topic.configs.enabled: bring existing remote topics' configs in
+	// line with the source on every burst.
+	SyncTopicConfigs bool
+
+	// OffsetSyncsTopicLocation is offset-syncs.topic.location: SyncsOnSource (default) or
+	// SyncsOnTarget.
+	OffsetSyncsTopicLocation string
+	// OffsetSyncsTopicReplicationFactor for a created offset-syncs topic; 0 means broker default.
+	OffsetSyncsTopicReplicationFactor int16
+	// OffsetLagMax is offset.lag.max; 0 means MM2's default of 100.
+	OffsetLagMax int64
+
+	// OffsetStorageTopic is the Connect offsets topic on the target; "" means
+	// mm2-offsets.<SourceAlias>.internal (MM2 dedicated mode's default).
+	OffsetStorageTopic string
+	// OffsetStoragePartitions for a created offsets topic; 0 means Connect's 25.
+	OffsetStoragePartitions int32
+	// OffsetStorageReplicationFactor for a created offsets topic; 0 means broker default.
+	OffsetStorageReplicationFactor int16
+
+	// AutoOffsetResetLatest starts partitions without a position at their end instead of
+	// their start (consumer auto.offset.reset=latest; MM2 defaults to earliest).
+	AutoOffsetResetLatest bool
+
+	// ExactlyOnce copies with transactions (see the package documentation).
+	ExactlyOnce bool
+	// TransactionalIDPrefix prefixes transactional ids; "" means "mm2go".
+	TransactionalIDPrefix string
+
+	// MaxBufferedBytes bounds the bytes of records read but not yet acknowledged by the
+	// target; 0 means 64 MiB. Memory use does not grow with the backlog beyond this and the
+	// fetch buffers (FetchMaxBytes per source broker).
+	MaxBufferedBytes int
+	// FetchMaxBytes per fetch response; 0 means 16 MiB.
+	FetchMaxBytes int32
+	// ProducerLinger is how long the target producer waits to fill batches; 0 means 5ms.
+	ProducerLinger time.Duration
+}
+
+func (o *Options) withDefaults() error {
+	if o.SourceAlias == "" || o.TargetAlias == "" {
+		return errors.New("engine options: source and target aliases are required")
+	}
+	if o.Policy == nil {
+		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
+	}
+	if o.Topics == nil {
+		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
+		if err != nil {
+			return err
+		}
+		o.Topics = f
+	}
+	if o.ConfigPropertiesExclude == nil {
+		l, err := filter.NewList(filter.Setting{Property: "config.properties.exclude", Env: "MM2_CONFIG_PROPERTIES_EXCLUDE"}, DefaultConfigPropertiesExclude)
+		if err != nil {
+			return err
+		}
+		o.ConfigPropertiesExclude = l
+	}
+	if o.ReplicationFactor == 0 {
+		o.ReplicationFactor = -1
+	}
+	switch strings.ToLower(o.OffsetSyncsTopicLocation) {
+	case "", SyncsOnSource:
+		o.OffsetSyncsTopicLocation = SyncsOnSource
+	case SyncsOnTarget:
+		o.OffsetSyncsTopicLocation = SyncsOnTarget
+	default:
+		return fmt.Errorf("engine options: offset-syncs.topic.location %q: want source or target", o.OffsetSyncsTopicLocation)
+	}
+	if o.OffsetSyncsTopicReplicationFactor == 0 {
+		o.OffsetSyncsTopicReplicationFactor = -1
+	}
+	if o.OffsetLagMax == 0 {
+		o.OffsetLagMax = 100
+	}
+	if o.OffsetStorageTopic == "" {
+		o.OffsetStorageTopic = "mm2-offsets." + o.SourceAlias + ".internal"
+	}
+	if o.OffsetStoragePartitions <= 0 {
+		o.OffsetStoragePartitions = 25
+	}
+	if o.OffsetStorageReplicationFactor == 0 {
+		o.OffsetStorageReplicationFactor = -1
+	}
+	if o.TransactionalIDPrefix == "" {
+		o.TransactionalIDPrefix = "mm2go"
+	}
+	if o.MaxBufferedBytes <= 0 {
+		o.MaxBufferedBytes = 64 << 20
+	}
+	if o.FetchMaxBytes <= 0 {
+		o.FetchMaxBytes = 16 << 20
+	}
+	if o.ProducerLinger <= 0 {
+		o.ProducerLinger = 5 * time.Millisecond
+	}
+	return nil
+}
+
+// DefaultConfigPropertiesExclude is MM2's default config.properties.exclude.
+const DefaultConfigPropertiesExclude = `follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, unclean\.leader\.election\.enable, min\.insync\.replicas`
+
+// Engine replicates one flow. It is safe for one Burst or CopyPartition at a time per
+// partition; concurrent calls on distinct partitions are allowed.
+type Engine struct {
+	opts Options
+	dial DialFunc
+	log  *slog.Logger
+
+	src, tgt       *kgo.Client // metadata/admin clients
+	srcAdm, tgtAdm *kadm.Client
+}
+
+// New returns an Engine for the flow described by opts, dialling clusters with dial. It
+// connects lazily: no request is sent before the first burst.
+func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) (*Engine, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	if dial == nil {
+		return nil, errors.New("engine: a dial function is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	src, err := dial(ctx, Source)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to source cluster: %w", err)
+	}
+	tgt, err := dial(ctx, Target)
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("connecting to target cluster: %w", err)
+	}
+	return &Engine{
+		opts: opts, dial: dial, log: logger,
+		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
+	}, nil
+}
+
+// Close releases the engine's clients.
+func (e *Engine) Close() {
+	e.src.Close()
+	e.tgt.Close()
+}
+
+// Options returns the engine's options with defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// OffsetSyncsTopic returns the offset-syncs topic name and the cluster it lives on.
+func (e *Engine) OffsetSyncsTopic() (string, Side) {
+	if e.opts.OffsetSyncsTopicLocation == SyncsOnTarget {
+		return e.opts.Policy.OffsetSyncsTopic(e.opts.SourceAlias), Target
+	}
+	return e.opts.Policy.OffsetSyncsTopic(e.opts.TargetAlias), Source
+}
+
+// TP is a source topic-partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/offsetsync"
+)
+
+// syncEmitter feeds acknowledged (upstream, downstream) pairs to MM2's OffsetSyncWriter rules
+// and writes the due syncs to partition 0 of the offset-syncs topic with its own
+// non-transactional producer, as MirrorSourceTask does.
+type syncEmitter struct {
+	w     *offsetsync.Writer
+	cl    *kgo.Client
+	topic string
+
+	mu   sync.Mutex
+	err  error
+	sent int64
+}
+
+// newSyncEmitter creates the offset-syncs topic if missing (1 partition, compacted) and a
+// producer for it.
+func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
+	topic, side := e.OffsetSyncsTopic()
+	adm := e.srcAdm
+	if side == Target {
+		adm = e.tgtAdm
+	}
+	if _, err := ensureTopic(ctx, adm, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
+		map[string]*string{"cleanup.policy": strp("compact")}); err != nil {
+		return nil, fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
+	}
+	cl, err := e.dial(ctx, side, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(e.opts.ProducerLinger),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
+	}
+	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic}, nil
+}
+
+// record registers an acknowledged copy of upstream to downstream.
+func (s *syncEmitter) record(topic string, partition int32, upstream, downstream int64) {
+	s.w.Record(topic, partition, upstream, downstream)
+}
+
+// send writes the pending syncs asynchronously. With promote, delayed syncs are promoted
+// first (MM2's commit()), so the newest position of every partition gets synced.
+func (s *syncEmitter) send(ctx context.Context, promote bool) error {
+	if promote {
+		s.w.PromoteDelayed()
+	}
+	for _, sy := range s.w.TakePending() {
+		k, v, err := sy.Encode()
+		if err != nil {
+			return fmt.Errorf("encoding offset sync %v: %w", sy, err)
+		}
+		s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, s.done)
+	}
+	return s.error()
+}
+
+func (s *syncEmitter) done(_ *kgo.Record, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("writing offset sync to %q: %w", s.topic, err)
+	}
+	if err == nil {
+		s.sent++
+	}
+}
+
+func (s *syncEmitter) error() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// finish promotes and sends every remaining sync and waits for them.
+func (s *syncEmitter) finish(ctx context.Context) error {
+	if err := s.send(ctx, true); err != nil {
+		return err
+	}
+	if err := s.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing offset syncs: %w", err)
+	}
+	return s.error()
+}
+
+func (s *syncEmitter) close() { s.cl.Close() }

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+)
+
+// firstWindow is how many records at the end of an offsets-topic partition the first backwards
+// read covers; each further read covers windowGrowth times more.
+const (
+	firstWindow  = 64
+	windowGrowth = 4
+)
+
+// OffsetsTopic returns the Connect offsets topic (on the target) holding positions.
+func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
+
+// ensureOffsetsTopic creates the offsets topic like a Connect worker would (compacted,
+// OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
+func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, error) {
+	return ensureTopic(ctx, e.tgtAdm, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
+		e.opts.OffsetStorageReplicationFactor, map[string]*string{"cleanup.policy": strp("compact")})
+}
+
+// positionRecord returns the Connect offsets record storing last as the position of tp.
+func (e *Engine) positionRecord(tp TP, last int64, offsetsPartitions int32) *kgo.Record {
+	key := mm2.SourceOffsetKey(e.opts.SourceAlias, tp.Topic, tp.Partition)
+	return &kgo.Record{
+		Topic:     e.opts.OffsetStorageTopic,
+		Partition: mm2.KeyPartition(key, offsetsPartitions),
+		Key:       key,
+		Value:     mm2.OffsetValue(last),
+	}
+}
+
+// ReadPositions returns the stored position (last copied upstream offset) of each tp that has
+// one. It reads only the offsets-topic partitions holding the wanted keys, backwards from
+// their ends in growing windows, so its cost depends on how many partitions are wanted, not
+// on how long the topic's history is. Records of other connectors are skipped; a tombstone
+// means "no position". It reads read_committed, so positions of aborted transactions are
+// never seen.
+func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions int32) (map[TP]int64, error) {
+	topic := e.opts.OffsetStorageTopic
+	type part struct {
+		want     map[string]TP // key bytes -> tp, still unresolved
+		lo, hi   int64         // readable range still unread: [lo, hi)
+		window   int64
+		from     int64
+		newest   map[string]*kgo.Record // newest record per wanted key in the current window
+		finished bool
+		seenTo   int64 // highest offset seen in the current window
+	}
+	parts := map[int32]*part{}
+	for _, tp := range tps {
+		key := mm2.SourceOffsetKey(e.opts.SourceAlias, tp.Topic, tp.Partition)
+		p := mm2.KeyPartition(key, offsetsPartitions)
+		if parts[p] == nil {
+			parts[p] = &part{want: map[string]TP{}, window: firstWindow}
+		}
+		parts[p].want[string(key)] = tp
+	}
+	out := make(map[TP]int64, len(tps))
+	if len(parts) == 0 {
+		return out, nil
+	}
+	starts, err := e.tgtAdm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading start offsets of %q: %w", topic, err)
+	}
+	ends, err := e.tgtAdm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading end offsets of %q: %w", topic, err)
+	}
+	for p, st := range parts {
+		s, _ := starts.Lookup(topic, p)
+		en, _ := ends.Lookup(topic, p)
+		st.lo, st.hi = s.Offset, en.Offset
+		if st.hi <= st.lo {
+			st.finished = true
+		}
+	}
+	for {
+		round := map[int32]kgo.Offset{}
+		for p, st := range parts {
+			if st.finished {
+				continue
+			}
+			st.from = max(st.lo, st.hi-st.window)
+			st.newest = map[string]*kgo.Record{}
+			st.seenTo = st.from - 1
+			round[p] = kgo.NewOffset().At(st.from)
+		}
+		if len(round) == 0 {
+			return out, nil
+		}
+		if err := e.readWindow(ctx, topic, round, func(p int32, r *kgo.Record) bool {
+			st := parts[p]
+			if r.Offset >= st.hi {
+				st.seenTo = st.hi - 1
+				return true
+			}
+			st.seenTo = r.Offset
+			if _, ok := st.want[string(r.Key)]; ok && !r.Attrs.IsControl() {
+				st.newest[string(r.Key)] = r
+			}
+			return r.Offset >= st.hi-1
+		}); err != nil {
+			return nil, err
+		}
+		for _, st := range parts {
+			if st.finished {
+				continue
+			}
+			for k, r := range st.newest {
+				tp := st.want[k]
+				delete(st.want, k)
+				off, err := mm2.DecodeOffsetValue(r.Value)
+				switch {
+				case errors.Is(err, mm2.ErrTombstone):
+				case err != nil:
+					e.log.Warn("ignoring undecodable position", "topic", topic, "partition", r.Partition, "offset", r.Offset, "source_partition", tp.String(), "err", err)
+				default:
+					out[tp] = off
+				}
+			}
+			st.hi = st.from
+			st.window *= windowGrowth
+			if len(st.want) == 0 || st.hi <= st.lo {
+				st.finished = true
+			}
+		}
+	}
+}
+
+// readWindow consumes the given partitions of topic (read_committed, control records kept so
+// the read can tell it reached a transaction marker) from the given offsets, calling fn for
+// each record until fn returns true for every partition or nothing more arrives.
+func (e *Engine) readWindow(ctx context.Context, topic string, from map[int32]kgo.Offset, fn func(p int32, r *kgo.Record) (done bool)) error {
+	cl, err := e.dial(ctx, Target,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", topic, err)
+	}
+	defer cl.Close()
+	remaining := len(from)
+	done := map[int32]bool{}
+	empty := 0
+	for remaining > 0 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading %q: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("reading %q partition %d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if fs.NumRecords() == 0 {
+			// A window whose tail was compacted away, or a read_committed read blocked at a
+			// stable offset: nothing more will come.
+			if empty++; empty >= 2 {
+				return nil
+			}
+			continue
+		}
+		empty = 0
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if done[ftp.Partition] {
+				return
+			}
+			for _, r := range ftp.Records {
+				if fn(ftp.Partition, r) {
+					done[ftp.Partition] = true
+					remaining--
+					cl.PauseFetchPartitions(map[string][]int32{topic: {ftp.Partition}})
+					return
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// listOffsets returns start and end offsets of the given partitions of the source topics.
+// With committed it uses the last stable offset as the end (what a read_committed consumer
+// can reach).
+func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing start offsets: %w", err)
+	}
+	if committed {
+		ends, err = adm.ListCommittedOffsets(ctx, topics...)
+	} else {
+		ends, err = adm.ListEndOffsets(ctx, topics...)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	return starts, ends, nil
+}
