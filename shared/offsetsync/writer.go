@@ -21,7 +21,10 @@ type partitionState struct {
 	previousUpstream   int64
 	previousDownstream int64
 	lastSyncDownstream int64
-	shouldSync         bool // sticky until the sync is queued as pending
+	// shouldSync is sticky until a sync is queued as pending. Since MM2 3.7 (and here) a due
+	// sync is always queued at once, so the stickiness is not observable; it is kept to
+	// mirror MM2's PartitionState.
+	shouldSync bool
 }
 
 // update applies rules 1 and 2 of the writer to an acknowledged record and reports whether a
