@@ -1,0 +1,98 @@
+// Package config loads mm2go's settings: defaults, then an MM2 properties
+// file (MM2_CONFIG_FILE, the file users ran connect-mirror-maker.sh with),
+// then environment variables, which win.
+//
+// Every setting has an environment variable named after its MM2 property:
+// a flow key <key> is MM2_<KEY> and a cluster key <alias>.<key> is
+// MM2_SOURCE_<KEY> / MM2_TARGET_<KEY>, where KEY is the key upper-cased with
+// '.' and '-' replaced by '_' (offset-syncs.topic.location is
+// MM2_OFFSET_SYNCS_TOPIC_LOCATION). The struct tags below are envconfig tags,
+// so envconfig's usage printer lists them (see Usage); Load implements the
+// layering itself because envconfig can only read the process environment.
+package config
+
+import (
+	"time"
+
+	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/shared/secret"
+)
+
+// Secret is a value that never prints itself; see package secret.
+type Secret = secret.Secret
+
+// Tags used besides envconfig's (envconfig, default, desc, ignored):
+//
+//	mm2:"key"          the MM2 property (below "<alias>." for cluster fields)
+//	scope:"..."        where the file value comes from: "" (flow key:
+//	                   <src>-><tgt>.<key>, then <key>), "worker" (<key>, then
+//	                   <target>.<key>, like MM2's Connect worker config), "env"
+//	                   (environment only), "special" (handled in code)
+//	defaultdoc:"..."   default shown by Usage when it is computed, not a tag
+//	notrim:"true"      keep surrounding whitespace
+//	role:"source"      on a cluster.Settings field: which cluster it is
+
+// Config is everything one mm2go function needs for one flow
+// <SourceAlias>-><TargetAlias>.
+type Config struct {
+	// SourceAlias and TargetAlias are the flow's cluster aliases, from the
+	// properties file's enabled flow (or MM2_FLOW) unless set.
+	SourceAlias string `envconfig:"MM2_SOURCE_ALIAS" mm2:"source.cluster.alias" scope:"special" default:"source" desc:"alias of the source cluster (from the file's enabled flow when one is loaded)"`
+	TargetAlias string `envconfig:"MM2_TARGET_ALIAS" mm2:"target.cluster.alias" scope:"special" default:"target" desc:"alias of the target cluster"`
+
+	// Source and Target are the clusters' connection settings; Load sets
+	// their Alias and normalizes them (cluster.Settings.Normalize).
+	Source cluster.Settings `envconfig:"MM2_SOURCE" role:"source"`
+	Target cluster.Settings `envconfig:"MM2_TARGET" role:"target"`
+
+	// Filters (MM2 regex lists; see package filter).
+	Topics                  string `envconfig:"MM2_TOPICS" mm2:"topics" default:".*" desc:"topics to replicate: comma separated regexes, whole-name match"`
+	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:".*[\\-\\.]internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
+	Groups                  string `envconfig:"MM2_GROUPS" mm2:"groups" default:".*" desc:"consumer groups to checkpoint: comma separated regexes"`
+	GroupsExclude           string `envconfig:"MM2_GROUPS_EXCLUDE" mm2:"groups.exclude" default:"console-consumer-.*, connect-.*, __.*" desc:"consumer groups never checkpointed"`
+	ConfigPropertiesExclude string `envconfig:"MM2_CONFIG_PROPERTIES_EXCLUDE" mm2:"config.properties.exclude" default:"follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas" desc:"topic configs never copied to the target"`
+
+	// Replication policy.
+	ReplicationPolicyClass                         string `envconfig:"MM2_REPLICATION_POLICY_CLASS" mm2:"replication.policy.class" default:"org.apache.kafka.connect.mirror.DefaultReplicationPolicy" desc:"DefaultReplicationPolicy (prefix remote topics with the source alias) or IdentityReplicationPolicy (keep names)"`
+	ReplicationPolicySeparator                     string `envconfig:"MM2_REPLICATION_POLICY_SEPARATOR" mm2:"replication.policy.separator" notrim:"true" default:"." desc:"separator between alias and topic in remote topic names"`
+	ReplicationPolicyInternalTopicSeparatorEnabled bool   `envconfig:"MM2_REPLICATION_POLICY_INTERNAL_TOPIC_SEPARATOR_ENABLED" mm2:"replication.policy.internal.topic.separator.enabled" default:"true" desc:"use the separator in internal topic names too (false: '.' as before Kafka 3.1)"`
+
+	// Offset syncs and checkpoints.
+	OffsetSyncsTopicLocation string `envconfig:"MM2_OFFSET_SYNCS_TOPIC_LOCATION" mm2:"offset-syncs.topic.location" default:"source" desc:"cluster holding the offset-syncs topic: source or target"`
+	OffsetLagMax             int64  `envconfig:"MM2_OFFSET_LAG_MAX" mm2:"offset.lag.max" default:"100" desc:"max records between offset syncs"`
+	EmitOffsetSyncsEnabled   bool   `envconfig:"MM2_EMIT_OFFSET_SYNCS_ENABLED" mm2:"emit.offset-syncs.enabled" default:"true" desc:"write offset syncs"`
+	EmitCheckpointsEnabled   bool   `envconfig:"MM2_EMIT_CHECKPOINTS_ENABLED" mm2:"emit.checkpoints.enabled" default:"true" desc:"write consumer group checkpoints"`
+	SyncGroupOffsetsEnabled  bool   `envconfig:"MM2_SYNC_GROUP_OFFSETS_ENABLED" mm2:"sync.group.offsets.enabled" default:"false" desc:"commit translated offsets of inactive groups on the target"`
+
+	// Topic creation.
+	ReplicationFactor                 int  `envconfig:"MM2_REPLICATION_FACTOR" mm2:"replication.factor" default:"2" desc:"replication factor of remote topics (-1: broker default)"`
+	OffsetSyncsTopicReplicationFactor int  `envconfig:"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR" mm2:"offset-syncs.topic.replication.factor" default:"3" desc:"replication factor of the offset-syncs topic"`
+	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
+	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
+	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
+	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" mm2:"refresh.topics.enabled" default:"true" desc:"look for new topics and partitions"`
+
+	// Positions (Connect offsets topic, shared with MM2).
+	OffsetStorageTopic             string `envconfig:"MM2_OFFSET_STORAGE_TOPIC" mm2:"offset.storage.topic" scope:"worker" defaultdoc:"mm2-offsets.<source alias>.internal" desc:"topic on the target holding replication positions (MM2's Connect offsets topic)"`
+	OffsetStoragePartitions        int    `envconfig:"MM2_OFFSET_STORAGE_PARTITIONS" mm2:"offset.storage.partitions" scope:"worker" default:"25" desc:"partitions of the offsets topic when created (-1: broker default)"`
+	OffsetStorageReplicationFactor int    `envconfig:"MM2_OFFSET_STORAGE_REPLICATION_FACTOR" mm2:"offset.storage.replication.factor" scope:"worker" default:"3" desc:"replication factor of the offsets topic when created (-1: broker default)"`
+
+	// Heartbeats.
+	EmitHeartbeatsEnabled        bool `envconfig:"MM2_EMIT_HEARTBEATS_ENABLED" mm2:"emit.heartbeats.enabled" default:"true" desc:"write heartbeats to the target"`
+	HeartbeatsReplicationEnabled bool `envconfig:"MM2_HEARTBEATS_REPLICATION_ENABLED" mm2:"heartbeats.replication.enabled" default:"true" desc:"replicate heartbeats topics even when topics does not match them"`
+	// ReverseHeartbeatsEnabled is MM2's <target>-><source>.emit.heartbeats.enabled:
+	// MM2 also emits heartbeats to the source cluster unless disabled.
+	ReverseHeartbeatsEnabled bool `envconfig:"MM2_REVERSE_HEARTBEATS_ENABLED" mm2:"<target>-><source>.emit.heartbeats.enabled" scope:"special" default:"true" desc:"also write heartbeats to the source cluster (MM2's reverse heartbeat flow)"`
+
+	// mm2go's own settings.
+	ExactlyOnce      bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
+	BurstMaxDuration time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up)"`
+	BurstMaxRecords  int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
+	EventMode        string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
+	BurstEventTypes  []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
+	LogLevel         string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`
+	LogFormat        string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
+	Port             int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
+	ConfigFile       string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	Flow             string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
+}

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mm2go/mm2go/shared/secret"
+)
+
+// setting is one leaf field of Config with its names. The env names are
+// built like envconfig's gatherInfo for our tags (explicit envconfig names,
+// named nested structs prefix their fields); a test checks both agree.
+type setting struct {
+	env      string
+	prop     string // mm2 tag: cluster-relative for cluster fields
+	scope    string // "", "worker", "env", "special", "cluster"
+	role     string // "source"/"target" for cluster fields
+	def      string
+	hasDef   bool
+	defDoc   string
+	notrim   bool
+	isSecret bool
+	field    reflect.Value
+}
+
+var (
+	secretType   = reflect.TypeOf(secret.Secret{})
+	durationType = reflect.TypeOf(time.Duration(0))
+)
+
+func settingsOf(c *Config) []setting {
+	return walk(reflect.ValueOf(c).Elem(), "", "")
+}
+
+func walk(v reflect.Value, prefix, role string) []setting {
+	var out []setting
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() || f.Tag.Get("ignored") == "true" {
+			continue
+		}
+		env := f.Tag.Get("envconfig")
+		if prefix != "" {
+			env = prefix + "_" + env
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != secretType {
+			out = append(out, walk(v.Field(i), env, f.Tag.Get("role"))...)
+			continue
+		}
+		s := setting{
+			env:      env,
+			prop:     f.Tag.Get("mm2"),
+			scope:    f.Tag.Get("scope"),
+			role:     role,
+			defDoc:   f.Tag.Get("defaultdoc"),
+			notrim:   f.Tag.Get("notrim") == "true",
+			isSecret: f.Type == secretType,
+			field:    v.Field(i),
+		}
+		s.def, s.hasDef = f.Tag.Lookup("default")
+		if role != "" {
+			s.scope = "cluster"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// property is the MM2 property name shown in errors and usage.
+func (s *setting) property(c *Config) string {
+	switch {
+	case s.scope == "cluster":
+		alias := c.SourceAlias
+		if s.role == "target" {
+			alias = c.TargetAlias
+		}
+		return alias + "." + s.prop
+	case s.env == "MM2_REVERSE_HEARTBEATS_ENABLED":
+		return c.TargetAlias + "->" + c.SourceAlias + ".emit.heartbeats.enabled"
+	}
+	return s.prop
+}
+
+// set decodes raw into the field.
+func (s *setting) set(raw string) error {
+	f := s.field
+	if f.Type() == secretType {
+		f.Set(reflect.ValueOf(secret.New(raw)))
+		return nil
+	}
+	if !s.notrim {
+		raw = strings.TrimSpace(raw)
+	}
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 90s, 5m)", raw)
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(raw)
+	case f.Kind() == reflect.Bool:
+		switch strings.ToLower(raw) {
+		case "true", "1", "t", "yes":
+			f.SetBool(true)
+		case "false", "0", "f", "no":
+			f.SetBool(false)
+		default:
+			return fmt.Errorf("%q is not true or false", raw)
+		}
+	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(raw, 10, f.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", raw)
+		}
+		f.SetInt(n)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		var items []string
+		for _, it := range strings.Split(raw, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				items = append(items, it)
+			}
+		}
+		f.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("unsupported field type %s", f.Type())
+	}
+	return nil
+}

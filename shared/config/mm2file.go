@@ -1,0 +1,210 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+)
+
+// legacyKeys are Kafka 3.x names still found in MM2 files; the new name
+// wins when both are set.
+var legacyKeys = map[string]string{
+	"topics.exclude":            "topics.blacklist",
+	"groups.exclude":            "groups.blacklist",
+	"config.properties.exclude": "config.properties.blacklist",
+}
+
+// mm2File is a parsed, provider-resolved MM2 properties file and the flow
+// chosen from it.
+type mm2File struct {
+	path           string
+	props          map[string]string
+	order          []string // keys in file order
+	used           map[string]bool
+	clusters       []string
+	source, target string
+}
+
+// flowFromString parses "A->B".
+func flowFromString(s string) (src, tgt string, ok bool) {
+	src, tgt, ok = strings.Cut(strings.TrimSpace(s), "->")
+	src, tgt = strings.TrimSpace(src), strings.TrimSpace(tgt)
+	return src, tgt, ok && src != "" && tgt != "" && !strings.Contains(tgt, "->")
+}
+
+// loadMM2File reads path, resolves config providers and picks the flow:
+// flow ("A->B" from MM2_FLOW) if not empty, else the only enabled flow.
+func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logger *slog.Logger) (*mm2File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading MM2 properties file: %w", err)
+	}
+	list, err := parseProperties(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing MM2 properties file %s: %w", path, err)
+	}
+	f := &mm2File{path: path, props: map[string]string{}, used: map[string]bool{}}
+	for _, p := range list {
+		if _, dup := f.props[p.key]; !dup {
+			f.order = append(f.order, p.key)
+		}
+		f.props[p.key] = p.value
+	}
+
+	provs, err := newProviders(f.props, f.used, lookupEnv, logger)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for k, v := range f.props {
+		if strings.HasPrefix(k, "config.providers") || !strings.Contains(v, "${") {
+			continue
+		}
+		r, err := provs.resolve(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resolving %s: %w", path, k, err)
+		}
+		f.props[k] = r
+	}
+
+	if v, ok := f.get("clusters"); ok {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				f.clusters = append(f.clusters, c)
+			}
+		}
+	}
+	enabled := f.enabledFlows()
+	if flow != "" {
+		src, tgt, ok := flowFromString(flow)
+		if !ok {
+			return nil, fmt.Errorf("MM2_FLOW %q is not <source alias>-><target alias>", flow)
+		}
+		if f.clusters != nil && (!slices.Contains(f.clusters, src) || !slices.Contains(f.clusters, tgt)) {
+			return nil, fmt.Errorf("MM2_FLOW %q: %s lists clusters=%s", flow, path, strings.Join(f.clusters, ","))
+		}
+		f.source, f.target = src, tgt
+		if !slices.Contains(enabled, src+"->"+tgt) {
+			logger.Debug("MM2_FLOW names a flow the file does not enable; running it anyway", "flow", flow, "file", path)
+		}
+		return f, nil
+	}
+	switch len(enabled) {
+	case 0:
+		return nil, fmt.Errorf("%s enables no flow: set <source>-><target>.enabled=true, or choose a flow with MM2_FLOW", path)
+	case 1:
+		f.source, f.target, _ = flowFromString(enabled[0])
+		return f, nil
+	}
+	return nil, fmt.Errorf("%s enables several flows (%s): choose one with MM2_FLOW", path, strings.Join(enabled, ", "))
+}
+
+// enabledFlows lists "A->B" with A->B.enabled=true; with a clusters list
+// only pairs of listed clusters count (as in MirrorMakerConfig).
+func (f *mm2File) enabledFlows() []string {
+	var flows []string
+	for _, k := range f.order {
+		pair, ok := strings.CutSuffix(k, ".enabled")
+		if !ok || !strings.Contains(pair, "->") {
+			continue
+		}
+		src, tgt, ok := flowFromString(pair)
+		if !ok {
+			continue
+		}
+		if f.clusters != nil && (!slices.Contains(f.clusters, src) || !slices.Contains(f.clusters, tgt) || src == tgt) {
+			continue
+		}
+		f.used[k] = true
+		if strings.EqualFold(strings.TrimSpace(f.props[k]), "true") {
+			flows = append(flows, src+"->"+tgt)
+		}
+	}
+	return flows
+}
+
+func (f *mm2File) get(key string) (string, bool) {
+	v, ok := f.props[key]
+	if ok {
+		f.used[key] = true
+	}
+	return v, ok
+}
+
+// first returns the value of the first present key.
+func (f *mm2File) first(keys ...string) (string, bool) {
+	for _, k := range keys {
+		if v, ok := f.get(k); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// isConnKey reports whether key is one MM2 copies from the top level to
+// every cluster (bootstrap.servers, security.protocol, ssl.*, sasl.*).
+func isConnKey(key string) bool {
+	return key == "bootstrap.servers" || key == "security.protocol" ||
+		strings.HasPrefix(key, "ssl.") || strings.HasPrefix(key, "sasl.")
+}
+
+// lookup returns the file's value for s, following MM2's precedence.
+func (f *mm2File) lookup(s *setting) (string, bool) {
+	flow := f.source + "->" + f.target + "."
+	switch s.scope {
+	case "env":
+		return "", false
+	case "cluster":
+		alias := f.source
+		if s.role == "target" {
+			alias = f.target
+		}
+		keys := []string{alias + "." + s.prop}
+		// A connector-level consumer/admin override applies to the
+		// source cluster's clients, below the cluster-level one.
+		if s.role == "source" && (strings.HasPrefix(s.prop, "consumer.") || strings.HasPrefix(s.prop, "admin.")) {
+			keys = append(keys, flow+s.prop)
+		}
+		if isConnKey(s.prop) {
+			keys = append(keys, s.prop)
+		}
+		return f.first(keys...)
+	case "worker":
+		return f.first(s.prop, f.target+"."+s.prop)
+	case "special":
+		switch s.env {
+		case "MM2_SOURCE_ALIAS":
+			return f.source, true
+		case "MM2_TARGET_ALIAS":
+			return f.target, true
+		case "MM2_REVERSE_HEARTBEATS_ENABLED":
+			return f.first(f.target+"->"+f.source+".emit.heartbeats.enabled", "emit.heartbeats.enabled")
+		case "MM2_EXACTLY_ONCE":
+			if v, ok := f.first(flow+s.prop, s.prop); ok {
+				return v, true
+			}
+			if v, ok := f.get("exactly.once.source.support"); ok {
+				return fmt.Sprint(strings.EqualFold(strings.TrimSpace(v), "enabled")), true
+			}
+			return "", false
+		}
+		return "", false
+	}
+	keys := []string{flow + s.prop, s.prop}
+	if old, ok := legacyKeys[s.prop]; ok {
+		keys = append(keys, flow+old, old)
+	}
+	return f.first(keys...)
+}
+
+// unused lists the file's keys no setting read, in file order.
+func (f *mm2File) unused() []string {
+	var out []string
+	for _, k := range f.order {
+		if !f.used[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}

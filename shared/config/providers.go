@@ -1,0 +1,200 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// providerRef is Kafka ConfigTransformer's pattern: ${provider:path:key} or
+// ${provider:key}; lazy, no '}' inside.
+var providerRef = regexp.MustCompile(`\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}`)
+
+// Provider classes accepted in config.providers.<name>.class.
+const (
+	fileProviderClass = "org.apache.kafka.common.config.provider.FileConfigProvider"
+	envProviderClass  = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+	dirProviderClass  = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
+)
+
+type providerKind int
+
+const (
+	providerFile providerKind = iota + 1
+	providerEnv
+	providerDir
+)
+
+type provider struct {
+	kind         providerKind
+	allowedPaths []string       // file, dir: allowed.paths param (nil: any)
+	allowlist    *regexp.Regexp // env: allowlist.pattern param (nil: any)
+}
+
+// providers holds the config providers of one properties file and caches
+// what they read.
+type providers struct {
+	byName    map[string]*provider
+	lookupEnv func(string) (string, bool)
+	files     map[string]map[string]string // FileConfigProvider: path -> properties
+	logger    *slog.Logger
+}
+
+// newProviders builds the providers declared in props (config.providers and
+// config.providers.<name>.class / .param.<k>), marking those keys used.
+//
+// Decision: when the file declares no config.providers at all, "file" and
+// "env" are available anyway. MM2 (dedicated mode) would leave ${file:...}
+// unresolved then, but files like the one in our users' README
+// (source.bootstrap.servers=${file:/properties/access.properties:SRC_BROKERS}
+// without a config.providers line) worked in their Docker image, which set
+// the providers up; users expect such files to keep working unchanged. A file
+// that declares config.providers gets exactly what it declares, as in MM2.
+func newProviders(props map[string]string, used map[string]bool, lookupEnv func(string) (string, bool), logger *slog.Logger) (*providers, error) {
+	p := &providers{byName: map[string]*provider{}, lookupEnv: lookupEnv, files: map[string]map[string]string{}, logger: logger}
+	names, declared := props["config.providers"]
+	if !declared {
+		p.byName["file"] = &provider{kind: providerFile}
+		p.byName["env"] = &provider{kind: providerEnv}
+		return p, nil
+	}
+	used["config.providers"] = true
+	for _, name := range strings.Split(names, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		prefix := "config.providers." + name + "."
+		class := strings.TrimSpace(props[prefix+"class"])
+		var kind providerKind
+		switch class {
+		case fileProviderClass, "FileConfigProvider":
+			kind = providerFile
+		case envProviderClass, "EnvVarConfigProvider":
+			kind = providerEnv
+		case dirProviderClass, "DirectoryConfigProvider":
+			kind = providerDir
+		default:
+			logger.Warn("config provider not supported; its ${...} references stay unresolved", "provider", name, "class", class)
+			continue
+		}
+		pr := &provider{kind: kind}
+		if v, ok := props[prefix+"param.allowed.paths"]; ok {
+			for _, a := range strings.Split(v, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					pr.allowedPaths = append(pr.allowedPaths, filepath.Clean(a))
+				}
+			}
+		}
+		if v, ok := props[prefix+"param.allowlist.pattern"]; ok {
+			re, err := regexp.Compile(`^(?:` + v + `)$`)
+			if err != nil {
+				return nil, fmt.Errorf("%sparam.allowlist.pattern: %w", prefix, err)
+			}
+			pr.allowlist = re
+		}
+		p.byName[name] = pr
+	}
+	for k := range props {
+		if strings.HasPrefix(k, "config.providers.") {
+			used[k] = true
+		}
+	}
+	return p, nil
+}
+
+// resolve replaces every ${provider:[path:]key} in v whose provider and key
+// are known; other references stay as they are (as in Kafka).
+func (p *providers) resolve(v string) (string, error) {
+	var firstErr error
+	out := providerRef.ReplaceAllStringFunc(v, func(ref string) string {
+		m := providerRef.FindStringSubmatch(ref)
+		name, hasPath, path, key := m[1], m[2] != "", m[3], m[4]
+		pr := p.byName[name]
+		if pr == nil {
+			return ref
+		}
+		val, ok, err := p.get(pr, hasPath, path, key)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("config provider %q: %w", name, err)
+		}
+		if !ok {
+			p.logger.Debug("config provider reference left unresolved", "reference", ref)
+			return ref
+		}
+		return val
+	})
+	return out, firstErr
+}
+
+func (pr *provider) pathAllowed(path string) bool {
+	if pr.allowedPaths == nil {
+		return true
+	}
+	path = filepath.Clean(path)
+	for _, a := range pr.allowedPaths {
+		if path == a || strings.HasPrefix(path, a+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *providers) get(pr *provider, hasPath bool, path, key string) (string, bool, error) {
+	switch pr.kind {
+	case providerEnv:
+		// EnvVarConfigProvider: no path allowed; variables outside the
+		// allowlist are invisible.
+		if hasPath && path != "" {
+			return "", false, nil
+		}
+		if pr.allowlist != nil && !pr.allowlist.MatchString(key) {
+			return "", false, nil
+		}
+		v, ok := p.lookupEnv(key)
+		return v, ok, nil
+	case providerFile:
+		if !hasPath || path == "" || !pr.pathAllowed(path) {
+			return "", false, nil
+		}
+		kv, ok := p.files[path]
+		if !ok {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				// Kafka's FileConfigProvider fails here too.
+				return "", false, fmt.Errorf("reading properties from %s: %w", path, err)
+			}
+			props, err := parseProperties(data)
+			if err != nil {
+				return "", false, fmt.Errorf("parsing %s: %w", path, err)
+			}
+			kv = map[string]string{}
+			for _, pp := range props {
+				kv[pp.key] = pp.value
+			}
+			p.files[path] = kv
+		}
+		v, ok := kv[key]
+		return v, ok, nil
+	case providerDir:
+		if !hasPath || path == "" || !pr.pathAllowed(path) {
+			return "", false, nil
+		}
+		if key == "" || strings.ContainsAny(key, `/\`) || key == "." || key == ".." {
+			return "", false, nil
+		}
+		st, err := os.Stat(filepath.Join(path, key))
+		if err != nil || !st.Mode().IsRegular() {
+			return "", false, nil
+		}
+		data, err := os.ReadFile(filepath.Join(path, key))
+		if err != nil {
+			return "", false, fmt.Errorf("reading %s: %w", filepath.Join(path, key), err)
+		}
+		return string(data), true, nil
+	}
+	return "", false, nil
+}
