@@ -1,0 +1,378 @@
+package checkpoint_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/checkpoint"
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/offsetsync"
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// dial returns a ClientFunc for a plaintext bootstrap address.
+func dial(bootstrap string) checkpoint.ClientFunc {
+	return func(_ context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap)}, extra...)...)
+	}
+}
+
+// flow is one test's replication flow with unique aliases, so that its
+// internal topics (offset syncs, checkpoints) belong to the test alone.
+type flow struct {
+	c                  testkit.Clusters
+	src, tgt           string // aliases
+	syncsTopic         string // on the source
+	checkpointsTopic   string // on the target
+	topic, remoteTopic string
+}
+
+func newFlow(t *testing.T, partitions int32) *flow {
+	t.Helper()
+	c := testkit.Require(t)
+	f := &flow{c: c, src: testkit.Name(t, "s"), tgt: testkit.Name(t, "t")}
+	f.syncsTopic = "mm2-offset-syncs." + f.tgt + ".internal"
+	f.checkpointsTopic = f.src + ".checkpoints.internal"
+	compact := "compact"
+	testkit.CreateTopic(t, c.Source.Bootstrap, f.syncsTopic, 1, map[string]*string{"cleanup.policy": &compact})
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, f.checkpointsTopic)
+	f.topic = testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "orders"), partitions, nil)
+	f.remoteTopic = testkit.CreateTopic(t, c.Target.Bootstrap, f.src+"."+f.topic, partitions, nil)
+	return f
+}
+
+// job builds a checkpoint job for the flow, restricted to the given groups.
+func (f *flow) job(t *testing.T, syncGroups bool, groups ...string) *checkpoint.Job {
+	t.Helper()
+	gf, err := filter.Groups(strings.Join(groups, ","), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	j, err := checkpoint.New(testkit.Context(t, time.Minute), checkpoint.Options{
+		SourceAlias: f.src, TargetAlias: f.tgt, Groups: gf,
+		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: syncGroups,
+	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	return j
+}
+
+func round(t *testing.T, j *checkpoint.Job) *checkpoint.Summary {
+	t.Helper()
+	sum, err := j.Round(testkit.Context(t, 2*time.Minute))
+	if err != nil {
+		t.Fatalf("round: %v", err)
+	}
+	return sum
+}
+
+// writeSyncs writes offset syncs to the flow's offset-syncs topic, in order.
+func (f *flow) writeSyncs(t *testing.T, syncs ...mm2.OffsetSync) {
+	t.Helper()
+	recs := make([]*kgo.Record, 0, len(syncs))
+	for _, s := range syncs {
+		k, v, err := s.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: f.syncsTopic, Partition: 0, Key: k, Value: v})
+	}
+	testkit.Produce(t, f.c.Source.Bootstrap, recs...)
+}
+
+// commit commits offsets of group on a cluster for the flow's topic (or
+// another topic with topicOverride), partition -> offset.
+func commit(t *testing.T, bootstrap, group, topic string, offsets map[int32]int64, metadata string) {
+	t.Helper()
+	os := kadm.Offsets{}
+	for p, o := range offsets {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1, Metadata: metadata})
+	}
+	if err := testkit.Admin(t, bootstrap).CommitAllOffsets(testkit.Context(t, 30*time.Second), group, os); err != nil {
+		t.Fatalf("committing %v for group %s on %s: %v", offsets, group, bootstrap, err)
+	}
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(cl).DeleteGroup(ctx, group)
+	})
+}
+
+// committed returns a group's committed offsets of topic on a cluster.
+func committed(t *testing.T, bootstrap, group, topic string) map[int32]int64 {
+	t.Helper()
+	resp, err := testkit.Admin(t, bootstrap).FetchOffsets(testkit.Context(t, 30*time.Second), group)
+	if err != nil {
+		t.Fatalf("fetching offsets of %s: %v", group, err)
+	}
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// cpKey identifies a checkpoint.
+type cpKey struct {
+	group, topic string
+	partition    int32
+}
+
+// readCheckpoints decodes the checkpoints topic; the last record per key wins
+// (as MirrorClient reads it). It also checks partition 0 and no headers.
+func (f *flow) readCheckpoints(t *testing.T) (map[cpKey]mm2.Checkpoint, int) {
+	t.Helper()
+	recs := testkit.ReadAll(t, f.c.Target.Bootstrap, f.checkpointsTopic)
+	out := map[cpKey]mm2.Checkpoint{}
+	for _, r := range recs {
+		if r.Partition != 0 || len(r.Headers) != 0 {
+			t.Errorf("checkpoint record in partition %d with %d headers, want partition 0 without headers", r.Partition, len(r.Headers))
+		}
+		c, err := mm2.DecodeCheckpoint(r.Key, r.Value)
+		if err != nil {
+			t.Fatalf("undecodable checkpoint at offset %d: %v", r.Offset, err)
+		}
+		out[cpKey{c.Group, c.Topic, c.Partition}] = c
+	}
+	return out, len(recs)
+}
+
+// produceReplicated writes n source records per partition and their copies
+// to the remote topic, each copy shifted by shift[p] filler records, and
+// returns the offset syncs a writer with offset.lag.max=lag would have sent
+// (one per lag records, plus the last record).
+func (f *flow) produceReplicated(t *testing.T, n map[int32]int, shift map[int32]int, lag int) []mm2.OffsetSync {
+	t.Helper()
+	var src, dst []*kgo.Record
+	var syncs []mm2.OffsetSync
+	for p, cnt := range n {
+		for i := 0; i < shift[p]; i++ {
+			dst = append(dst, &kgo.Record{Topic: f.remoteTopic, Partition: p, Value: []byte("filler")})
+		}
+		for u := 0; u < cnt; u++ {
+			v := []byte(fmt.Sprintf("p%d-u%d", p, u))
+			src = append(src, &kgo.Record{Topic: f.topic, Partition: p, Value: v})
+			dst = append(dst, &kgo.Record{Topic: f.remoteTopic, Partition: p, Value: v})
+			if u%lag == 0 || u == cnt-1 {
+				syncs = append(syncs, mm2.OffsetSync{Topic: f.topic, Partition: p, UpstreamOffset: int64(u), DownstreamOffset: int64(u + shift[p])})
+			}
+		}
+	}
+	testkit.Produce(t, f.c.Source.Bootstrap, src...)
+	testkit.Produce(t, f.c.Target.Bootstrap, dst...)
+	return syncs
+}
+
+// upstreamOf parses the upstream offset out of a replicated record value.
+func upstreamOf(t *testing.T, v []byte) int64 {
+	t.Helper()
+	s := string(v)
+	i := strings.LastIndex(s, "-u")
+	if i < 0 {
+		t.Fatalf("record %q is not a replicated record", s)
+	}
+	u, err := strconv.ParseInt(s[i+2:], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// resumeOnTarget consumes the remote topic as group on the target from its
+// committed offsets until the end, and returns per partition the upstream
+// offsets of the records read, in order.
+func (f *flow) resumeOnTarget(t *testing.T, group string, want map[int32]int) map[int32][]int64 {
+	t.Helper()
+	cl := testkit.Client(t, f.c.Target.Bootstrap,
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(f.remoteTopic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	got := map[int32][]int64{}
+	done := func() bool {
+		for p, n := range want {
+			if len(got[p]) == 0 || got[p][len(got[p])-1] != int64(n-1) {
+				return false
+			}
+		}
+		return true
+	}
+	ctx := testkit.Context(t, time.Minute)
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("resuming group %s on target: got %v", group, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], upstreamOf(t, r.Value))
+		})
+	}
+	cl.LeaveGroup()
+	return got
+}
+
+// TestRoundCheckpointsAndGroupSync writes offset syncs like the mirror
+// function would, commits source groups at various positions and checks the
+// checkpoints written and the offsets synced to the target.
+func TestRoundCheckpointsAndGroupSync(t *testing.T) {
+	f := newFlow(t, 2)
+	n := map[int32]int{0: 200, 1: 50}
+	syncs := f.produceReplicated(t, n, map[int32]int{0: 5, 1: 0}, 10)
+	f.writeSyncs(t, syncs...)
+
+	resume := testkit.Name(t, "resume")   // idle on target: offsets synced
+	active := testkit.Name(t, "active")   // live consumer on target: left alone
+	forward := testkit.Name(t, "forward") // target ahead on p0: not moved back
+	commit(t, f.c.Source.Bootstrap, resume, f.topic, map[int32]int64{0: 157, 1: 49}, "meta-resume")
+	commit(t, f.c.Source.Bootstrap, active, f.topic, map[int32]int64{0: 200, 1: 20}, "")
+	commit(t, f.c.Source.Bootstrap, forward, f.topic, map[int32]int64{0: 100, 1: 49}, "")
+	commit(t, f.c.Target.Bootstrap, forward, f.remoteTopic, map[int32]int64{0: 199, 1: 10}, "")
+
+	// A live member of "active" on the target.
+	assigned := make(chan struct{}, 1)
+	live := testkit.Client(t, f.c.Target.Bootstrap, kgo.ConsumerGroup(active), kgo.ConsumeTopics(f.remoteTopic),
+		kgo.DisableAutoCommit(), kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			select {
+			case assigned <- struct{}{}:
+			default:
+			}
+		}))
+	liveCtx, stopLive := context.WithCancel(context.Background())
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		for liveCtx.Err() == nil {
+			live.PollFetches(liveCtx)
+		}
+	}()
+	t.Cleanup(func() { stopLive(); <-liveDone })
+	select {
+	case <-assigned:
+	case <-time.After(time.Minute):
+		t.Fatal("live consumer got no assignment")
+	}
+
+	j := f.job(t, true, resume, active, forward)
+	sum := round(t, j)
+	t.Logf("round 1: %+v", *sum)
+
+	// Expected translations: from MM2's algorithm (offsetsync.Store, a port
+	// checked against the real OffsetSyncStore) where slots matter, by hand
+	// where they do not. p0 has syncs every 10 upstream offsets (downstream
+	// +5), the newest 199->204; p1 every 10 and 49->49.
+	ref := offsetsync.NewStore()
+	for _, s := range syncs {
+		ref.Add(s)
+	}
+	ref.ReadToEnd()
+	tr := func(p int32, up int64) int64 {
+		d, ok := ref.Translate(f.topic, p, up)
+		if !ok {
+			t.Fatalf("reference store cannot translate %d/%d", p, up)
+		}
+		return d
+	}
+	want := map[cpKey]mm2.Checkpoint{}
+	add := func(g string, p int32, up, down int64, md string) {
+		want[cpKey{g, f.remoteTopic, p}] = mm2.Checkpoint{Group: g, Topic: f.remoteTopic, Partition: p, UpstreamOffset: up, DownstreamOffset: down, Metadata: md}
+	}
+	add(resume, 0, 157, tr(0, 157), "meta-resume")
+	add(resume, 1, 49, 49, "meta-resume") // exactly on the sync 49->49
+	add(active, 0, 200, 205, "")          // one past the newest sync 199->204
+	add(active, 1, 20, tr(1, 20), "")     // 20->20 is no longer retained
+	add(forward, 0, 100, tr(0, 100), "")
+	add(forward, 1, 49, 49, "")
+	got, records := f.readCheckpoints(t)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("checkpoint %v: got %v, want %v", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) || records != len(want) {
+		t.Errorf("got %d checkpoints in %d records, want %d", len(got), records, len(want))
+	}
+	if sum.Groups != 3 || sum.CheckpointsWritten != 6 || sum.CheckpointsSkipped != 0 || sum.Untranslatable != 0 {
+		t.Errorf("summary: groups %d written %d skipped %d untranslatable %d, want 3, 6, 0, 0",
+			sum.Groups, sum.CheckpointsWritten, sum.CheckpointsSkipped, sum.Untranslatable)
+	}
+
+	// Group sync: the idle group got both offsets, the active one nothing,
+	// and the one ahead on p0 only p1.
+	if c := committed(t, f.c.Target.Bootstrap, resume, f.remoteTopic); c[0] != tr(0, 157) || c[1] != 49 {
+		t.Errorf("target offsets of %s: %v, want 0:%d 1:49", resume, c, tr(0, 157))
+	}
+	if c := committed(t, f.c.Target.Bootstrap, active, f.remoteTopic); len(c) != 0 {
+		t.Errorf("target offsets of active group %s: %v, want none", active, c)
+	}
+	if c := committed(t, f.c.Target.Bootstrap, forward, f.remoteTopic); c[0] != 199 || c[1] != 49 {
+		t.Errorf("target offsets of %s: %v, want 0:199 (not moved back) 1:49", forward, c)
+	}
+	for _, g := range sum.PerGroup {
+		if g.Sync == nil {
+			t.Errorf("group %s: no sync report", g.Group)
+			continue
+		}
+		switch g.Group {
+		case resume:
+			if g.Sync.Committed != 2 || g.Sync.Skipped != 0 {
+				t.Errorf("sync of %s: %+v", g.Group, *g.Sync)
+			}
+		case active:
+			if g.Sync.Committed != 0 || g.Sync.Members == 0 || !strings.HasPrefix(g.Sync.Reason, "active") {
+				t.Errorf("sync of active group: %+v", *g.Sync)
+			}
+		case forward:
+			if g.Sync.Committed != 1 || g.Sync.Skipped != 1 {
+				t.Errorf("sync of %s: %+v", g.Group, *g.Sync)
+			}
+		}
+	}
+	if sum.SyncedOffsets != 3 {
+		t.Errorf("synced offsets %d, want 3", sum.SyncedOffsets)
+	}
+
+	// A consumer of "resume" on the target continues where the source group
+	// stopped: no record skipped, and only the records between the sync used
+	// and the source position read again.
+	read := f.resumeOnTarget(t, resume, n)
+	for p, committedUp := range map[int32]int64{0: 157, 1: 49} {
+		us := read[p]
+		if len(us) == 0 || us[0] > committedUp {
+			t.Fatalf("p%d: resumed at %v, after the source position %d: records skipped", p, us, committedUp)
+		}
+		for i := 1; i < len(us); i++ {
+			if us[i] != us[i-1]+1 {
+				t.Fatalf("p%d: gap after upstream %d: %d", p, us[i-1], us[i])
+			}
+		}
+		wantFirst := tr(p, committedUp) - map[int32]int64{0: 5, 1: 0}[p]
+		if us[0] != wantFirst {
+			t.Errorf("p%d: resumed at upstream %d, want %d", p, us[0], wantFirst)
+		}
+		t.Logf("p%d: source group at %d, target group resumed at upstream %d: %d records read again", p, committedUp, us[0], committedUp-us[0])
+	}
+
+	// Round 2 with nothing new: every checkpoint is a duplicate.
+	sum = round(t, j)
+	if sum.CheckpointsWritten != 0 || sum.CheckpointsSkipped != 6 || sum.CheckpointsLoaded != 6 {
+		t.Errorf("round 2: written %d skipped %d loaded %d, want 0, 6, 6", sum.CheckpointsWritten, sum.CheckpointsSkipped, sum.CheckpointsLoaded)
+	}
+}
