@@ -129,7 +129,7 @@ func ConnectError(s Settings, err error) error {
 // describeConnectErr returns a prefix naming the failing layer, or "".
 func describeConnectErr(s Settings, err error) string {
 	var (
-		unknownCA *x509.UnknownAuthorityError
+		unknownCA x509.UnknownAuthorityError
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		verify    *tls.CertificateVerificationError

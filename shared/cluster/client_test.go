@@ -1,0 +1,210 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/secret"
+)
+
+const unitPass = "unit-password-do-not-log"
+
+func TestSASLMechanismSelection(t *testing.T) {
+	cs := "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + testSASKey
+	for _, test := range []struct {
+		name               string
+		s                  Settings
+		wantName, wantUser string
+		wantPass           string
+	}{
+		{name: "plain", s: Settings{SASLMechanism: "PLAIN", SASLUsername: "alice", SASLPassword: secret.New(unitPass)}, wantName: "PLAIN", wantUser: "alice", wantPass: unitPass},
+		{name: "plain lower case", s: Settings{SASLMechanism: "plain", SASLUsername: "alice", SASLPassword: secret.New(unitPass)}, wantName: "PLAIN", wantUser: "alice", wantPass: unitPass},
+		{name: "scram 256", s: Settings{SASLMechanism: "SCRAM-SHA-256", SASLUsername: "bob", SASLPassword: secret.New(unitPass)}, wantName: "SCRAM-SHA-256", wantUser: "bob"},
+		{name: "scram 512", s: Settings{SASLMechanism: "SCRAM-SHA-512", SASLUsername: "bob", SASLPassword: secret.New(unitPass)}, wantName: "SCRAM-SHA-512", wantUser: "bob"},
+		{name: "scram via jaas", s: Settings{SASLMechanism: "SCRAM-SHA-512", SASLJAASConfig: secret.New(`org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="` + unitPass + `";`)}, wantName: "SCRAM-SHA-512", wantUser: "carol"},
+		{name: "event hubs", s: Settings{EventHubsConnectionString: secret.New(cs)}, wantName: "PLAIN", wantUser: "$ConnectionString", wantPass: cs},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			mech, err := SASLMechanism(test.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mech.Name() != test.wantName {
+				t.Errorf("mechanism %s, want %s", mech.Name(), test.wantName)
+			}
+			_, first, err := mech.Authenticate(context.Background(), "127.0.0.1:9093")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if test.wantName == "PLAIN" {
+				if want := "\x00" + test.wantUser + "\x00" + test.wantPass; string(first) != want {
+					t.Errorf("PLAIN message %q, want %q", first, want)
+				}
+			} else if !strings.Contains(string(first), "n="+test.wantUser+",") {
+				t.Errorf("SCRAM client-first %q does not name user %s", first, test.wantUser)
+			}
+		})
+	}
+}
+
+func TestOptionsInvalidCombinations(t *testing.T) {
+	cs := "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + testSASKey
+	seeds := []string{"127.0.0.1:9092"}
+	for _, test := range []struct {
+		name string
+		s    Settings
+		want []string // each must appear in the error
+	}{
+		{name: "no bootstrap", s: Settings{}, want: []string{"MM2_SOURCE_BOOTSTRAP_SERVERS", "required"}},
+		{name: "bad bootstrap", s: Settings{BootstrapServers: []string{"broker"}}, want: []string{"MM2_SOURCE_BOOTSTRAP_SERVERS", "not host:port"}},
+		{name: "sasl protocol without mechanism", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "GSSAPI is not supported"}},
+		{name: "credentials without sasl protocol", s: Settings{BootstrapServers: seeds, SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "SASL credentials are set"}},
+		{name: "password missing", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "SCRAM-SHA-256", SASLUsername: "u"}, want: []string{"MM2_SOURCE_SASL_PASSWORD", "required"}},
+		{name: "gssapi", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", `"GSSAPI"`}},
+		{name: "oauthbearer not yet", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "OAUTHBEARER"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "OAUTHBEARER is not implemented yet"}},
+		{name: "unknown protocol", s: Settings{BootstrapServers: seeds, SecurityProtocol: "TLS"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", `"TLS"`}},
+		{name: "event hubs and sasl credentials", s: Settings{EventHubsConnectionString: secret.New(cs), SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_EVENTHUBS_CONNECTION_STRING", "not both"}},
+		{name: "event hubs over plaintext", s: Settings{EventHubsConnectionString: secret.New(cs), SecurityProtocol: "PLAINTEXT"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "must be SASL_SSL"}},
+		{name: "event hubs with scram", s: Settings{EventHubsConnectionString: secret.New(cs), SASLMechanism: "SCRAM-SHA-256"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "must be PLAIN"}},
+		{name: "jks truststore type", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_TYPE", "only PEM"}},
+		{name: "unreadable truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "/nonexistent/ca.pem"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
+		{name: "bad compression", s: Settings{BootstrapServers: seeds, ProducerCompressionType: "brotli"}, want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_TYPE", "brotli"}},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			test.s.Alias = "source"
+			_, err := Options(test.s, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range test.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), unitPass) || strings.Contains(err.Error(), testSASKey) {
+				t.Errorf("error %q contains a secret", err)
+			}
+		})
+	}
+}
+
+func TestOptionsValid(t *testing.T) {
+	p := newTestPKI(t)
+	for _, test := range []struct {
+		name string
+		s    Settings
+	}{
+		{name: "plaintext zero values", s: Settings{BootstrapServers: []string{"127.0.0.1:9092"}}},
+		{name: "tls", s: Settings{BootstrapServers: []string{"b:9093"}, SecurityProtocol: "ssl", SSLTruststoreLocation: p.caFile, SSLKeystoreLocation: p.ksFile, SSLEndpointIdentificationAlgorithm: "https"}},
+		{name: "sasl plaintext scram", s: Settings{BootstrapServers: []string{"b:9092"}, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "scram-sha-512", SASLUsername: "u", SASLPassword: secret.New(unitPass)}},
+		{name: "everything set", s: Settings{BootstrapServers: []string{"b:9092"}, ClientID: "mine", ConsumerAutoOffsetReset: "none", ConsumerIsolationLevel: "read_committed", ProducerCompressionType: "zstd", ProducerLingerMS: 20}},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			test.s.Alias = "source"
+			opts, err := Options(test.s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatalf("kgo.NewClient rejects the options: %v", err)
+			}
+			cl.Close()
+		})
+	}
+}
+
+func TestOptionsLogsIgnoredTLSAndEntityPath(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	cs := "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + testSASKey + ";EntityPath=hub"
+	if _, err := Options(Settings{Alias: "target", EventHubsConnectionString: secret.New(cs), ProducerCompressionType: "snappy"}, logger); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Options(Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, SSLTruststoreCertificates: "x"}, logger); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"entity-level", "only uncompressed or gzip", "TLS settings are ignored"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, testSASKey) || strings.Contains(out, "servicebus") {
+		t.Errorf("log contains the connection string:\n%s", out)
+	}
+}
+
+func TestPingUnreachable(t *testing.T) {
+	s := Settings{Alias: "target", BootstrapServers: []string{"127.0.0.1:1"}, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}
+	cl, err := NewClient(context.Background(), s, nil, kgo.DialTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = Ping(ctx, cl, s)
+	if err == nil {
+		t.Fatal("Ping of a closed port succeeded")
+	}
+	if !strings.HasPrefix(err.Error(), `connecting to cluster "target" at 127.0.0.1:1: `) {
+		t.Errorf("error %q does not start with the alias and address", err)
+	}
+	if strings.Contains(err.Error(), unitPass) {
+		t.Errorf("error contains the password: %v", err)
+	}
+}
+
+func TestKafkaLoggerLevelsAndRedaction(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := Settings{Alias: "source", SASLPassword: secret.New(unitPass)}
+
+	def := KafkaLogger(logger, DefaultKafkaLogLevel, s)
+	if def.Level() != kgo.LogLevelWarn {
+		t.Errorf("default level %v, want warn", def.Level())
+	}
+	def.Log(kgo.LogLevelInfo, "info is dropped")
+	quiet := KafkaLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelError})), slog.LevelDebug, s)
+	if quiet.Level() != kgo.LogLevelError {
+		t.Errorf("handler at ERROR: level %v, want error", quiet.Level())
+	}
+
+	dbg := KafkaLogger(logger, slog.LevelDebug, s)
+	if dbg.Level() != kgo.LogLevelDebug {
+		t.Errorf("debug level %v", dbg.Level())
+	}
+	dbg.Log(kgo.LogLevelDebug, "auth with "+unitPass, "err", fmt.Errorf("bad password %s", unitPass), "broker", 1, "pass", unitPass, "list", []string{unitPass})
+	out := buf.String()
+	if strings.Contains(out, "info is dropped") {
+		t.Errorf("INFO logged at the default level:\n%s", out)
+	}
+	if strings.Contains(out, unitPass) {
+		t.Errorf("secret logged:\n%s", out)
+	}
+	for _, want := range []string{`"component":"franz-go"`, `"cluster":"source"`, `"broker":1`, `"err":"bad password [redacted]"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestRedactKeepsChain(t *testing.T) {
+	base := errors.New("root")
+	err := redact(fmt.Errorf("x %s: %w", unitPass, base), []string{unitPass})
+	if strings.Contains(err.Error(), unitPass) || !errors.Is(err, base) {
+		t.Errorf("redact: %v (is base: %v)", err, errors.Is(err, base))
+	}
+	if err := redact(base, []string{unitPass}); err != base {
+		t.Errorf("redact changed an error without secrets")
+	}
+}
