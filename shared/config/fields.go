@@ -32,10 +32,15 @@ var (
 )
 
 func settingsOf(c *Config) []setting {
-	return walk(reflect.ValueOf(c).Elem(), "", "")
+	return walk(reflect.ValueOf(c).Elem(), "", "", "")
 }
 
-func walk(v reflect.Value, prefix, role string) []setting {
+// walk lists the leaf fields of struct v. Nested struct fields (other than
+// Secret) add their envconfig name to the env prefix, their mm2 tag (if
+// any) to the property prefix, and may set the role (cluster fields keep
+// their parent's role), so cluster.Settings can grow nested groups such as
+// Azure AD settings without changes here.
+func walk(v reflect.Value, prefix, propPrefix, role string) []setting {
 	var out []setting
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
@@ -48,12 +53,19 @@ func walk(v reflect.Value, prefix, role string) []setting {
 			env = prefix + "_" + env
 		}
 		if f.Type.Kind() == reflect.Struct && f.Type != secretType {
-			out = append(out, walk(v.Field(i), env, f.Tag.Get("role"))...)
+			innerRole, innerProp := role, propPrefix
+			if r := f.Tag.Get("role"); r != "" {
+				innerRole = r
+			}
+			if p := f.Tag.Get("mm2"); p != "" {
+				innerProp += p + "."
+			}
+			out = append(out, walk(v.Field(i), env, innerProp, innerRole)...)
 			continue
 		}
 		s := setting{
 			env:      env,
-			prop:     f.Tag.Get("mm2"),
+			prop:     propPrefix + f.Tag.Get("mm2"),
 			scope:    f.Tag.Get("scope"),
 			role:     role,
 			defDoc:   f.Tag.Get("defaultdoc"),
