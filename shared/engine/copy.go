@@ -137,7 +137,7 @@ func (c *copier) promise(r *kgo.Record, err error) {
 	c.records.Add(1)
 	c.bytes.Add(size)
 	c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
-	c.syncs.record(st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
+	c.syncs.record(st.ctx, st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
 }
 
 // run copies until every partition reached its end, a budget is exhausted or ctx ends.

@@ -291,7 +291,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 	}
 	var bytes int64
 	for i, p := range pairs {
-		r.syncs.record(w.tp.Topic, w.tp.Partition, p.up, p.down)
+		r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)
 		bytes += recordSize(chunk[i])
 	}
 	if len(chunk) > 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
@@ -43,9 +44,23 @@ func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
 	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic}, nil
 }
 
-// record registers an acknowledged copy of upstream to downstream.
-func (s *syncEmitter) record(topic string, partition int32, upstream, downstream int64) {
+// record registers an acknowledged copy of upstream to downstream and sends a sync at once if
+// one is due, as MirrorSourceTask.commitRecord does (it runs in producer promises: the
+// offset-syncs producer is a different client, so producing here cannot deadlock).
+func (s *syncEmitter) record(ctx context.Context, topic string, partition int32, upstream, downstream int64) {
 	s.w.Record(topic, partition, upstream, downstream)
+	for _, sy := range s.w.TakePending() {
+		s.produce(ctx, sy)
+	}
+}
+
+func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync) {
+	k, v, err := sy.Encode()
+	if err != nil {
+		s.done(nil, fmt.Errorf("encoding offset sync %v: %w", sy, err))
+		return
+	}
+	s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, s.done)
 }
 
 // send writes the pending syncs asynchronously. With promote, delayed syncs are promoted
@@ -55,11 +70,7 @@ func (s *syncEmitter) send(ctx context.Context, promote bool) error {
 		s.w.PromoteDelayed()
 	}
 	for _, sy := range s.w.TakePending() {
-		k, v, err := sy.Encode()
-		if err != nil {
-			return fmt.Errorf("encoding offset sync %v: %w", sy, err)
-		}
-		s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, s.done)
+		s.produce(ctx, sy)
 	}
 	return s.error()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -109,6 +110,11 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 			}
 			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 				return fmt.Errorf("creating remote topic %q: %w", t.Remote, err)
+			}
+		}
+		for _, t := range missing {
+			if _, err := waitForTopic(ctx, e.tgtAdm, t.Remote); err != nil {
+				return err
 			}
 		}
 	}
@@ -249,15 +255,38 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, name string, partitions 
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return 0, fmt.Errorf("creating topic %q: %w", name, err)
 	}
-	md, err = adm.Metadata(ctx, name)
-	if err != nil {
-		return 0, fmt.Errorf("describing topic %q: %w", name, err)
+	return waitForTopic(ctx, adm, name)
+}
+
+// waitForTopic waits until a just-created topic has a leader for every partition (metadata
+// reaches brokers asynchronously) and returns its partition count.
+func waitForTopic(ctx context.Context, adm *kadm.Client, name string) (int32, error) {
+	for i := 0; ; i++ {
+		md, err := adm.Metadata(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("describing topic %q: %w", name, err)
+		}
+		d, ok := md.Topics[name]
+		if ok && d.Err == nil && len(d.Partitions) > 0 {
+			ready := true
+			for _, p := range d.Partitions {
+				if p.Leader < 0 || p.Err != nil {
+					ready = false
+				}
+			}
+			if ready {
+				return int32(len(d.Partitions)), nil
+			}
+		}
+		if i >= 100 {
+			return 0, fmt.Errorf("topic %q has no leader after creation", name)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	d, ok := md.Topics[name]
-	if !ok || d.Err != nil || len(d.Partitions) == 0 {
-		return partitions, nil
-	}
-	return int32(len(d.Partitions)), nil
 }
 
 func strp(s string) *string { return &s }

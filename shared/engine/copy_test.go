@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// TestCopyByteExact copies several topics (plain, LogAppendTime, transactional with gaps) and
+// compares every record byte for byte, then checks positions and offset syncs.
+func TestCopyByteExact(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	plain := testkit.CreateTopic(t, src, testkit.Name(t, "plain"), 3, nil)
+	lat := testkit.CreateTopic(t, src, testkit.Name(t, "lat"), 2, map[string]*string{"message.timestamp.type": strp("LogAppendTime")})
+	gaps := testkit.CreateTopic(t, src, testkit.Name(t, "gaps"), 1, map[string]*string{"cleanup.policy": strp("compact")})
+
+	testkit.Produce(t, src, testkit.SampleRecords(plain, 3, 300)...)
+	testkit.Produce(t, src, testkit.SampleRecords(lat, 2, 50)...)
+	// gaps: offsets 0,1 plain; 2,3 in a committed transaction (marker at 4); 5 plain; an aborted
+	// transaction (6, marker 7); 8 plain.
+	testkit.Produce(t, src, keyed(gaps, "a", 2)...)
+	produceTxn(t, src, keyed(gaps, "b", 2), true)
+	testkit.Produce(t, src, keyed(gaps, "c", 1)...)
+	produceTxn(t, src, keyed(gaps, "d", 1), false)
+	testkit.Produce(t, src, keyed(gaps, "e", 1)...)
+
+	f := newFlow(t, plain, lat, gaps)
+	s := f.burst(BurstOptions{})
+	if s.Reason != ReasonDone || s.Lag != 0 {
+		t.Errorf("summary: reason %q lag %d, want done and 0", s.Reason, s.Lag)
+	}
+	// read_uncommitted like MM2's default: the aborted record is copied too.
+	if want := int64(300 + 50 + 7); s.Records != want {
+		t.Errorf("summary: %d records, want %d", s.Records, want)
+	}
+	for _, topic := range []string{plain, lat, gaps} {
+		want := sourceRecords(t, src, topic)
+		got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+		testkit.AssertSameRecords(t, want, got)
+	}
+
+	pos := f.positions()
+	for p := int32(0); p < 3; p++ {
+		if pos[TP{plain, p}] != 99 {
+			t.Errorf("position of %s-%d = %d, want 99", plain, p, pos[TP{plain, p}])
+		}
+	}
+	// The last record of gaps is 8 (the abort marker is at 7).
+	if pos[TP{gaps, 0}] != 8 {
+		t.Errorf("position of %s-0 = %d, want 8", gaps, pos[TP{gaps, 0}])
+	}
+	// Offset syncs on gaps: first record (0->0), the gap after the commit marker (5->4), the
+	// gap after the abort marker (8->6), and the final delayed sync is 8->6 as well.
+	syncs := f.syncs(gaps)
+	has := func(up, down int64) bool {
+		for _, s := range syncs {
+			if s.UpstreamOffset == up && s.DownstreamOffset == down && s.Partition == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range [][2]int64{{0, 0}, {5, 4}, {8, 6}} {
+		if !has(w[0], w[1]) {
+			t.Errorf("no offset sync %d->%d for %s in %v", w[0], w[1], gaps, syncs)
+		}
+	}
+	// The plain topic's last record of each partition is synced at the end (delayed sync).
+	for p := int32(0); p < 3; p++ {
+		found := false
+		for _, s := range f.syncs(plain) {
+			if s.Partition == p && s.UpstreamOffset == 99 && s.DownstreamOffset == 99 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no final offset sync 99->99 for %s-%d", plain, p)
+		}
+	}
+}
+
+// keyed returns n records with distinct non-null keys (a compacted topic rejects null keys).
+func keyed(topic, prefix string, n int) []*kgo.Record {
+	recs := testkit.SampleRecords(topic, 1, n)
+	for i, r := range recs {
+		r.Key = []byte(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return recs
+}
+
+func produceTxn(t *testing.T, bootstrap string, recs []*kgo.Record, commit bool) {
+	t.Helper()
+	cl := testkit.Client(t, bootstrap, kgo.TransactionalID(testkit.Name(t, "txn")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := testkit.Context(t, 30*time.Second)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResume: a second burst without new data copies nothing; after new data only the new
+// records are copied; a budget stops early and the next burst continues.
+func TestResume(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "resume"), 2, nil)
+	all := testkit.SampleRecords(topic, 2, 100)
+	testkit.Produce(t, src, all[:40]...)
+	f := newFlow(t, topic)
+
+	if s := f.burst(BurstOptions{}); s.Records != 40 {
+		t.Fatalf("first burst copied %d, want 40", s.Records)
+	}
+	if s := f.burst(BurstOptions{}); s.Records != 0 || s.Reason != ReasonDone {
+		t.Errorf("second burst without new data: %d records, reason %q; want 0, done", s.Records, s.Reason)
+	}
+	testkit.Produce(t, src, all[40:]...)
+	s := f.burst(BurstOptions{MaxRecords: 25})
+	if s.Records != 25 || s.Reason != ReasonMaxRecords || s.Lag != 35 {
+		t.Errorf("budget burst: %d records, reason %q, lag %d; want 25, max-records, 35", s.Records, s.Reason, s.Lag)
+	}
+	if s := f.burst(BurstOptions{}); s.Records != 35 || s.Lag != 0 {
+		t.Errorf("final burst: %d records, lag %d; want 35, 0", s.Records, s.Lag)
+	}
+	testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+}
+
+// TestNewTopicAndGrowth: a topic created and partitions added between bursts are picked up.
+func TestNewTopicAndGrowth(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	a := testkit.CreateTopic(t, src, testkit.Name(t, "a"), 1, map[string]*string{"retention.ms": strp("123456789")})
+	testkit.Produce(t, src, testkit.SampleRecords(a, 1, 10)...)
+	b := testkit.Name(t, "b")
+	f := newFlow(t, a, b)
+	if s := f.burst(BurstOptions{}); s.Records != 10 {
+		t.Fatalf("first burst copied %d, want 10", s.Records)
+	}
+	testkit.CreateTopic(t, src, b, 2, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(b, 2, 10)...)
+	adm := testkit.Admin(t, src)
+	if _, err := adm.UpdatePartitions(testkit.Context(t, 10*time.Second), 3, a); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Produce(t, src, testkit.SampleRecords(a, 3, 9)...)
+	if s := f.burst(BurstOptions{}); s.Records != 19 {
+		t.Errorf("second burst copied %d, want 19", s.Records)
+	}
+	for _, topic := range []string{a, b} {
+		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	}
+	// The non-default retention.ms was copied at creation.
+	cfgs, err := testkit.Admin(t, c.Target.Bootstrap).DescribeTopicConfigs(testkit.Context(t, 10*time.Second), f.remote(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(f.remote(a), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, cf := range rc.Configs {
+		if cf.Key == "retention.ms" && cf.MaybeValue() == "123456789" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("remote topic %s did not get retention.ms=123456789", f.remote(a))
+	}
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// testDialer dials the harness clusters over PLAINTEXT.
+func testDialer(c testkit.Clusters) DialFunc {
+	return func(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		addr := c.Source.Bootstrap
+		if side == Target {
+			addr = c.Target.Bootstrap
+		}
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, extra...)...)
+	}
+}
+
+// flow is one test flow with a source alias unique to the test, so its remote topics and
+// offsets topic are its own.
+type flow struct {
+	t       *testing.T
+	c       testkit.Clusters
+	opts    Options
+	alias   string
+	topics  []string
+	cleanup []string // target topics to delete
+}
+
+func newFlow(t *testing.T, topics ...string) *flow {
+	t.Helper()
+	c := testkit.Require(t)
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	alias := "s" + hex.EncodeToString(b)
+	f := &flow{t: t, c: c, alias: alias, topics: topics}
+	f.opts = Options{
+		SourceAlias: alias, TargetAlias: "t" + alias,
+		OffsetStoragePartitions: 25,
+	}
+	f.setTopics(topics...)
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "mm2-offsets."+alias+".internal")
+	testkit.DeleteTopicsAtEnd(t, c.Source.Bootstrap, "mm2-offset-syncs.t"+alias+".internal")
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "mm2-offset-syncs."+alias+".internal")
+	return f
+}
+
+func (f *flow) setTopics(topics ...string) {
+	f.t.Helper()
+	f.topics = topics
+	flt, err := filter.Topics(strings.Join(topics, ","), filter.DefaultTopicsExclude)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.opts.Topics = flt
+	for _, tp := range topics {
+		testkit.DeleteTopicsAtEnd(f.t, f.c.Target.Bootstrap, f.remote(tp))
+	}
+}
+
+func (f *flow) remote(topic string) string { return f.alias + "." + topic }
+
+func (f *flow) engine() *Engine {
+	f.t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	e, err := New(testkit.Context(f.t, time.Minute), f.opts, testDialer(f.c), logger)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(e.Close)
+	return e
+}
+
+func (f *flow) burst(bo BurstOptions) Summary {
+	f.t.Helper()
+	s, err := f.engine().Burst(testkit.Context(f.t, 2*time.Minute), bo)
+	if err != nil {
+		f.t.Fatalf("burst: %v (summary %+v)", err, s)
+	}
+	return s
+}
+
+// positions reads every position record of this flow's offsets topic: newest value per key,
+// and checks each sits in the partition a Connect worker would use.
+func (f *flow) positions() map[TP]int64 {
+	f.t.Helper()
+	topic := "mm2-offsets." + f.alias + ".internal"
+	recs := testkit.ReadAll(f.t, f.c.Target.Bootstrap, topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	md, err := kadm.NewClient(testkit.Client(f.t, f.c.Target.Bootstrap)).Metadata(testkit.Context(f.t, 10*time.Second), topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	n := int32(len(md.Topics[topic].Partitions))
+	out := map[TP]int64{}
+	for _, r := range recs {
+		k, err := mm2.DecodeOffsetKey(r.Key)
+		if err != nil {
+			f.t.Fatalf("offsets record %d/%d: key %q: %v", r.Partition, r.Offset, r.Key, err)
+		}
+		if k.Connector != mm2.SourceConnector || k.Cluster != f.alias {
+			continue
+		}
+		if want := mm2.KeyPartition(r.Key, n); r.Partition != want {
+			f.t.Errorf("position of %s-%d in partition %d, Connect would use %d", k.Topic, k.Partition, r.Partition, want)
+		}
+		if string(r.Key) != string(mm2.SourceOffsetKey(f.alias, k.Topic, k.Partition)) {
+			f.t.Errorf("position key %q is not the canonical Connect key", r.Key)
+		}
+		v, err := mm2.DecodeOffsetValue(r.Value)
+		if err != nil {
+			f.t.Fatalf("offsets record value %q: %v", r.Value, err)
+		}
+		out[TP{k.Topic, k.Partition}] = v
+	}
+	return out
+}
+
+// syncs reads the offset-syncs topic (source location) and returns the syncs of topic.
+func (f *flow) syncs(topic string) []mm2.OffsetSync {
+	f.t.Helper()
+	name := "mm2-offset-syncs.t" + f.alias + ".internal"
+	bootstrap := f.c.Source.Bootstrap
+	if f.opts.OffsetSyncsTopicLocation == SyncsOnTarget {
+		name = "mm2-offset-syncs." + f.alias + ".internal"
+		bootstrap = f.c.Target.Bootstrap
+	}
+	var out []mm2.OffsetSync
+	for _, r := range testkit.ReadAll(f.t, bootstrap, name) {
+		if r.Partition != 0 {
+			f.t.Errorf("offset sync in partition %d", r.Partition)
+		}
+		s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil {
+			f.t.Fatalf("offset sync %x/%x: %v", r.Key, r.Value, err)
+		}
+		if s.Topic == topic {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// dataOnly drops records of other topics and control records (ReadAll keeps none).
+func sourceRecords(t *testing.T, bootstrap, topic string, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	return testkit.ReadAll(t, bootstrap, topic, opts...)
+}
