@@ -17,6 +17,10 @@ demo:
 test:
 	test/run.sh
 
+## bench: mm2go vs real MirrorMaker 2 vs the brokers' limits (not part of `make test`).
+bench:
+	$(GO) run ./test/bench -out test/bench/results $(BENCH_ARGS)
+
 vet:
 	$(GO) vet ./...
 
@@ -24,3 +28,12 @@ clean:
 	rm -rf $(BIN)
 	test/kafka/kafka.sh stop source >/dev/null 2>&1 || true
 	test/kafka/kafka.sh stop target >/dev/null 2>&1 || true
+
+## image: build the container image WITHOUT Docker into dist/mm2go-image.tar (`docker load -i` / `podman load -i`).
+## Same layout as the Dockerfile; the tool lives in the separate deploy/ module. IMAGE_TAG=mm2go:1.2.3 make image
+.PHONY: image
+IMAGE_TAG ?= mm2go:dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o dist/bin/ ./functions/...
+	cd deploy && $(GO) run ./cmd/mkimage -bin ../dist/bin -o ../dist/mm2go-image.tar -oci-layout ../dist/mm2go-oci \
+		-tag $(IMAGE_TAG) -revision "$$(git rev-parse HEAD 2>/dev/null)"
