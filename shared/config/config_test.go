@@ -270,6 +270,22 @@ t.sasl.password=${dir:$DIR:pass}
 				t.Errorf("providers: %v %q", c.Source.BootstrapServers, c.Target.SASLUsername)
 			}
 		}},
+		{"top-level sasl only for the SASL cluster", `
+clusters=onprem,cloud
+onprem->cloud.enabled=true
+onprem.bootstrap.servers=onprem:9092
+cloud.bootstrap.servers=cloud:9093
+cloud.security.protocol=SASL_SSL
+sasl.mechanism=PLAIN
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";
+`, nil, func(t *testing.T, c *Config) {
+			if c.Source.SecurityProtocol != "PLAINTEXT" || c.Source.SASLJAASConfig.IsSet() || c.Source.SASLMechanism != "" {
+				t.Errorf("source kept SASL settings: %q %q", c.Source.SecurityProtocol, c.Source.SASLMechanism)
+			}
+			if u, p, err := c.Target.SASLCredentials(); u != "u" || p.Reveal() != "p" || err != nil {
+				t.Errorf("target credentials %q %v", u, err)
+			}
+		}},
 		{"continuation and escapes in file", `
 clusters=s,t
 s->t.enabled=true
@@ -349,6 +365,10 @@ func TestErrors(t *testing.T) {
 			"MM2_TARGET_EVENTHUBS_CONNECTION_STRING": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=fake-key-do-not-log",
 			"MM2_TARGET_SASL_JAAS_CONFIG":            `x.PlainLoginModule required username="u" password="jaas-pw-do-not-log";`,
 		}, []string{"MM2_TARGET_EVENTHUBS_CONNECTION_STRING (target.eventhubs.connection.string): set either"}},
+		{"env credentials without protocol", "", map[string]string{
+			"MM2_SOURCE_BOOTSTRAP_SERVERS": "a:1", "MM2_TARGET_BOOTSTRAP_SERVERS": "b:1",
+			"MM2_TARGET_SASL_USERNAME": "u", "MM2_TARGET_SASL_PASSWORD": "jaas-pw-do-not-log",
+		}, []string{"MM2_TARGET_SECURITY_PROTOCOL (target.security.protocol): SASL credentials are set"}},
 		{"same aliases", "", map[string]string{"MM2_SOURCE_BOOTSTRAP_SERVERS": "a:1", "MM2_TARGET_BOOTSTRAP_SERVERS": "b:1", "MM2_TARGET_ALIAS": "source"}, []string{
 			"MM2_TARGET_ALIAS (target.cluster.alias): must differ",
 		}},
@@ -522,5 +542,15 @@ func TestUsage(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q", want)
 		}
+	}
+}
+
+func TestMissingProviderKeyLeftUnchanged(t *testing.T) {
+	path, dir := userFiles(t)
+	writeFile(t, filepath.Join(dir, "access.properties"), "SRC_BROKERS=s:1\n")
+	_, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), nil)
+	want := fmt.Sprintf(`MM2_TARGET_BOOTSTRAP_SERVERS (target.bootstrap.servers): "${file:%s/access.properties:TGT_BROKERS}" contains an unresolved config provider reference`, dir)
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "MM2_SOURCE_BOOTSTRAP_SERVERS") {
+		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"text/template"
 
@@ -118,6 +119,27 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 	if file != nil && file.path != "" {
 		if unused := file.unused(); len(unused) > 0 {
 			logger.Debug("MM2 properties mm2go does not use", "file", file.path, "keys", unused)
+		}
+	}
+
+	// Kafka ignores sasl.* unless security.protocol is SASL_*; MM2 files
+	// rely on that when top-level sasl.* keys (copied to every cluster)
+	// are meant for one cluster only. So SASL settings that came from the
+	// file are dropped for a cluster whose final protocol is not SASL;
+	// from the environment they stay, and Normalize reports the missing
+	// protocol.
+	for role, cl := range map[string]*cluster.Settings{"source": &c.Source, "target": &c.Target} {
+		switch strings.ToUpper(strings.TrimSpace(cl.SecurityProtocol)) {
+		case cluster.ProtocolSASLPlaintext, cluster.ProtocolSASLSSL:
+			continue
+		}
+		for i := range settings {
+			s := &settings[i]
+			if origins[i] == fromFile && s.scope == "cluster" && s.role == role && strings.HasPrefix(s.prop, "sasl.") {
+				s.field.Set(reflect.Zero(s.field.Type()))
+				origins[i], raws[i] = fromDefault, ""
+				logger.Debug("ignoring SASL setting: the cluster's security.protocol is not SASL_*", "setting", s.env)
+			}
 		}
 	}
 
