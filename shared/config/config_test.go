@@ -359,6 +359,7 @@ func TestErrors(t *testing.T) {
 			`MM2_TOPICS_EXCLUDE (topics.exclude): pattern "(?!keep).*": lookahead`,
 			`MM2_TARGET_PRODUCER_LINGER_MS (target.producer.linger.ms): "1.5" is not an integer`,
 			`MM2_SOURCE_SECURITY_PROTOCOL (source.security.protocol): unknown value "TLS"`,
+			"invalid configuration (12 problems)",
 		}},
 		{"eventhubs and sasl", "", map[string]string{
 			"MM2_SOURCE_BOOTSTRAP_SERVERS":           "a:1",

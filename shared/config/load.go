@@ -104,6 +104,10 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 				origins[i] = invalid
 				raws[i] = ""
 				problems = append(problems, &cluster.SettingError{Env: s.env, Problem: err.Error()}) // property filled in below
+				if s.hasDef {
+					// Keep validate from reporting the field again.
+					_ = s.set(s.def)
+				}
 			}
 		}
 	}
@@ -128,14 +132,17 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 	// file are dropped for a cluster whose final protocol is not SASL;
 	// from the environment they stay, and Normalize reports the missing
 	// protocol.
-	for role, cl := range map[string]*cluster.Settings{"source": &c.Source, "target": &c.Target} {
-		switch strings.ToUpper(strings.TrimSpace(cl.SecurityProtocol)) {
+	for _, cl := range []struct {
+		role string
+		s    *cluster.Settings
+	}{{"source", &c.Source}, {"target", &c.Target}} {
+		switch strings.ToUpper(strings.TrimSpace(cl.s.SecurityProtocol)) {
 		case cluster.ProtocolSASLPlaintext, cluster.ProtocolSASLSSL:
 			continue
 		}
 		for i := range settings {
 			s := &settings[i]
-			if origins[i] == fromFile && s.scope == "cluster" && s.role == role && strings.HasPrefix(s.prop, "sasl.") {
+			if origins[i] == fromFile && s.scope == "cluster" && s.role == cl.role && strings.HasPrefix(s.prop, "sasl.") {
 				s.field.Set(reflect.Zero(s.field.Type()))
 				origins[i], raws[i] = fromDefault, ""
 				logger.Debug("ignoring SASL setting: the cluster's security.protocol is not SASL_*", "setting", s.env)

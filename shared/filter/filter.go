@@ -247,7 +247,7 @@ func checkJava(p string) string {
 		case '(':
 			if strings.HasPrefix(p[i:], "(?=") || strings.HasPrefix(p[i:], "(?!") ||
 				strings.HasPrefix(p[i:], "(?<=") || strings.HasPrefix(p[i:], "(?<!") {
-				return "lookahead/lookbehind is not supported (Go uses RE2); rewrite the pattern or move the condition to the exclude list"
+				return "lookahead/lookbehind is not supported (Go uses RE2); rewrite the pattern (a negative lookahead in topics can often become a pattern in topics.exclude)"
 			}
 			if strings.HasPrefix(p[i:], "(?>") {
 				return "atomic groups (?>...) are not supported (Go uses RE2)"
