@@ -190,11 +190,12 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	src, err := dial(ctx, Source)
+	// Admin clients: short metadata cache, so topics just created are seen at once.
+	src, err := dial(ctx, Source, kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to source cluster: %w", err)
 	}
-	tgt, err := dial(ctx, Target)
+	tgt, err := dial(ctx, Target, kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		src.Close()
 		return nil, fmt.Errorf("connecting to target cluster: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
@@ -25,7 +26,11 @@ func testDialer(c testkit.Clusters) DialFunc {
 		if side == Target {
 			addr = c.Target.Bootstrap
 		}
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, extra...)...)
+		opts := []kgo.Opt{kgo.SeedBrokers(addr)}
+		if os.Getenv("MM2GO_TEST_KGO_DEBUG") != "" {
+			opts = append(opts, kgo.WithLogger(kslog.New(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("side", side.String()))))
+		}
+		return kgo.NewClient(append(opts, extra...)...)
 	}
 }
 
@@ -93,6 +98,7 @@ func (f *flow) burst(bo BurstOptions) Summary {
 	if err != nil {
 		f.t.Fatalf("burst: %v (summary %+v)", err, s)
 	}
+	f.t.Logf("burst: %d records, reason %s, lag %d, %s (first record after %d ms)", s.Records, s.Reason, s.Lag, s.Duration, s.FirstRecordMS)
 	return s
 }
 
