@@ -117,14 +117,31 @@ func Ping(ctx context.Context, cl *kgo.Client, s Settings) error {
 // the cluster alias, the bootstrap address and what failed, with secrets
 // removed. Ping uses it; so can callers whose first request failed.
 func ConnectError(s Settings, err error) error {
+	if err == nil {
+		return nil
+	}
+	var done *connectError
+	if errors.As(err, &done) {
+		return err
+	}
 	n, _, nerr := normalized(s)
 	if nerr != nil {
 		n = s
 		n.BootstrapServers, _ = Bootstrap(s)
 	}
-	what := describeConnectErr(n, err)
-	return redact(fmt.Errorf("connecting to cluster %q at %s: %s%w", n.Alias, strings.Join(n.BootstrapServers, ","), what, err), secretsOf(s))
+	msg := fmt.Sprintf("connecting to cluster %q at %s: %s%v", n.Alias, strings.Join(n.BootstrapServers, ","), describeConnectErr(n, err), err)
+	return &connectError{msg: redactString(msg, secretsOf(s)), err: err}
 }
+
+// connectError is ConnectError's result: a redacted message, and the
+// original error for errors.Is/As (kerr.SaslAuthenticationFailed, ...).
+type connectError struct {
+	msg string
+	err error
+}
+
+func (e *connectError) Error() string { return e.msg }
+func (e *connectError) Unwrap() error { return e.err }
 
 // describeConnectErr returns a prefix naming the failing layer, or "".
 func describeConnectErr(s Settings, err error) string {
@@ -180,18 +197,18 @@ func SASLMechanism(s Settings) (sasl.Mechanism, error) {
 	switch mech {
 	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 	case MechanismOAuthBearer:
-		return nil, fmt.Errorf("sasl.mechanism: %s is not implemented yet", MechanismOAuthBearer)
+		return nil, propErr("sasl.mechanism", fmt.Errorf("%s is not implemented yet", MechanismOAuthBearer))
 	case "":
-		return nil, errors.New("sasl.mechanism: required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+		return nil, propErr("sasl.mechanism", errors.New("required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 	default:
-		return nil, fmt.Errorf("sasl.mechanism: unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism)
+		return nil, propErr("sasl.mechanism", fmt.Errorf("unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism))
 	}
 	user, pass, err := s.SASLCredentials()
 	if err != nil {
-		return nil, fmt.Errorf("sasl.jaas.config: %w", err)
+		return nil, propErr("sasl.jaas.config", err)
 	}
 	if user == "" || !pass.IsSet() {
-		return nil, fmt.Errorf("SASL %s needs a user and a password (sasl.username/sasl.password or sasl.jaas.config)", mech)
+		return nil, propErr("sasl.password", fmt.Errorf("SASL %s needs a user and a password (sasl.username/sasl.password or sasl.jaas.config)", mech))
 	}
 	switch mech {
 	case MechanismScramSHA256:
@@ -211,11 +228,16 @@ func Bootstrap(s Settings) ([]string, error) {
 	if s.EventHubsConnectionString.IsSet() {
 		c, err := ParseEventHubsConnectionString(s.EventHubsConnectionString.Reveal())
 		if err != nil {
-			return nil, settingErr(s, fmt.Errorf("eventhubs.connection.string: Event Hubs connection string %w", err))
+			return nil, eventHubsErr(s, err)
 		}
 		return []string{c.Bootstrap()}, nil
 	}
-	return nil, settingErr(s, errors.New("bootstrap.servers: required"))
+	return nil, settingErr(s, propErr("bootstrap.servers", errors.New("required")))
+}
+
+// eventHubsErr names the connection string setting in a parse error.
+func eventHubsErr(s Settings, err error) error {
+	return settingErr(s, propErr("eventhubs.connection.string", fmt.Errorf("the connection string %w", err)))
 }
 
 // normalized validates a copy of s with Settings.Normalize and returns it,
@@ -225,7 +247,7 @@ func normalized(s Settings) (Settings, *EventHubsConnection, error) {
 	if s.EventHubsConnectionString.IsSet() {
 		c, err := ParseEventHubsConnectionString(s.EventHubsConnectionString.Reveal())
 		if err != nil {
-			return s, nil, settingErr(s, fmt.Errorf("eventhubs.connection.string: Event Hubs connection string %w", err))
+			return s, nil, eventHubsErr(s, err)
 		}
 		eh = &c
 	}
@@ -273,19 +295,30 @@ func prefixes(alias string) (env, prop string) {
 	return "MM2_" + up + "_", alias + "."
 }
 
-// settingErr turns an error whose text starts with "<mm2 property>: " into
-// a *SettingError naming the environment variable too.
+// propError is a problem with one MM2 property (without the cluster
+// prefix) of a cluster's settings.
+type propError struct {
+	prop string
+	err  error
+}
+
+func propErr(prop string, err error) error { return &propError{prop: prop, err: err} }
+
+func (e *propError) Error() string { return e.prop + ": " + e.err.Error() }
+func (e *propError) Unwrap() error { return e.err }
+
+// settingErr turns a *propError into a *SettingError naming the cluster's
+// environment variable and property; other errors get the cluster alias.
 func settingErr(s Settings, err error) error {
-	env, prop := prefixes(s.Alias)
-	msg := err.Error()
-	key, problem, ok := strings.Cut(msg, ": ")
-	if !ok || strings.ContainsAny(key, " ") || !strings.Contains(key, ".") {
+	var pe *propError
+	if !errors.As(err, &pe) {
 		return redact(fmt.Errorf("cluster %q: %w", s.Alias, err), secretsOf(s))
 	}
+	env, prop := prefixes(s.Alias)
 	return redact(&SettingError{
-		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key)),
-		Property: prop + key,
-		Problem:  problem,
+		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(pe.prop)),
+		Property: prop + pe.prop,
+		Problem:  pe.err.Error(),
 	}, secretsOf(s))
 }
 

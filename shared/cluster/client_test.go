@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/secret"
@@ -206,5 +207,21 @@ func TestRedactKeepsChain(t *testing.T) {
 	}
 	if err := redact(base, []string{unitPass}); err != base {
 		t.Errorf("redact changed an error without secrets")
+	}
+}
+
+func TestConnectErrorWrapsOnce(t *testing.T) {
+	s := Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, SecurityProtocol: "SASL_SSL", SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}
+	base := fmt.Errorf("broker said %s: %w", unitPass, kerr.SaslAuthenticationFailed)
+	err := ConnectError(s, base)
+	want := `connecting to cluster "source" at b:9092: SASL authentication failed (PLAIN as "u"): broker said [redacted]: SASL_AUTHENTICATION_FAILED`
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got  %s\nwant %s...", err, want)
+	}
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("errors.Is(kerr.SaslAuthenticationFailed) is false")
+	}
+	if again := ConnectError(s, fmt.Errorf("producing: %w", err)); !strings.HasPrefix(again.Error(), "producing: connecting") {
+		t.Errorf("wrapped twice: %v", again)
 	}
 }

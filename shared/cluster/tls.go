@@ -32,7 +32,7 @@ func TLSConfig(s Settings) (*tls.Config, error) {
 		caName = "ssl.truststore.location"
 		caPEM, err = os.ReadFile(s.SSLTruststoreLocation)
 		if err != nil {
-			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
+			return nil, propErr("ssl.truststore.location", err)
 		}
 	case s.SSLTruststoreCertificates != "":
 		caName = "ssl.truststore.certificates"
@@ -41,15 +41,15 @@ func TLSConfig(s Settings) (*tls.Config, error) {
 	if caName != "" {
 		certs, _, err := pemBlocks(caPEM)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", caName, err)
+			return nil, propErr(caName, err)
 		}
 		if len(certs) == 0 {
-			return nil, fmt.Errorf("%s: no PEM CERTIFICATE block found (only PEM is supported; convert JKS/PKCS12 with keytool/openssl)", caName)
+			return nil, propErr(caName, errors.New("no PEM CERTIFICATE block found (only PEM is supported; convert JKS/PKCS12 with keytool/openssl)"))
 		}
 		for i, c := range certs {
 			cert, err := x509.ParseCertificate(c.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("%s: certificate %d: %w", caName, i+1, err)
+				return nil, propErr(caName, fmt.Errorf("certificate %d: %w", i+1, err))
 			}
 			roots.AddCert(cert)
 		}
@@ -76,7 +76,7 @@ func TLSConfig(s Settings) (*tls.Config, error) {
 			return verifyChain(cs, roots)
 		}
 	default:
-		return nil, fmt.Errorf("ssl.endpoint.identification.algorithm: unknown value %q (want https, or empty to disable host name verification)", s.SSLEndpointIdentificationAlgorithm)
+		return nil, propErr("ssl.endpoint.identification.algorithm", fmt.Errorf("unknown value %q (want https, or empty to disable host name verification)", s.SSLEndpointIdentificationAlgorithm))
 	}
 	return cfg, nil
 }
@@ -106,48 +106,48 @@ func clientCertificate(s Settings) (tls.Certificate, bool, error) {
 		name = "ssl.keystore.location"
 		b, err := os.ReadFile(s.SSLKeystoreLocation)
 		if err != nil {
-			return tls.Certificate{}, false, fmt.Errorf("%s: %w", name, err)
+			return tls.Certificate{}, false, propErr(name, err)
 		}
 		var keys []*pem.Block
 		certs, keys, err = pemBlocks(b)
 		if err != nil {
-			return tls.Certificate{}, false, fmt.Errorf("%s: %w", name, err)
+			return tls.Certificate{}, false, propErr(name, err)
 		}
 		if len(keys) != 1 {
-			return tls.Certificate{}, false, fmt.Errorf("%s: want exactly one PEM private key block, found %d (only PEM is supported; convert JKS/PKCS12 with keytool/openssl)", name, len(keys))
+			return tls.Certificate{}, false, propErr(name, fmt.Errorf("want exactly one PEM private key block, found %d (only PEM is supported; convert JKS/PKCS12 with keytool/openssl)", len(keys)))
 		}
 		key = keys[0]
 	case s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != "":
 		name = "ssl.keystore.key"
 		if !s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain == "" {
-			return tls.Certificate{}, false, errors.New("ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
+			return tls.Certificate{}, false, propErr("ssl.keystore.certificate.chain", errors.New("ssl.keystore.key and ssl.keystore.certificate.chain must be set together"))
 		}
 		_, keys, err := pemBlocks([]byte(s.SSLKeystoreKey.Reveal()))
 		if err != nil {
-			return tls.Certificate{}, false, fmt.Errorf("%s: %w", name, err)
+			return tls.Certificate{}, false, propErr(name, err)
 		}
 		if len(keys) != 1 {
-			return tls.Certificate{}, false, fmt.Errorf("%s: want exactly one PEM private key block, found %d", name, len(keys))
+			return tls.Certificate{}, false, propErr(name, fmt.Errorf("want exactly one PEM private key block, found %d", len(keys)))
 		}
 		key = keys[0]
 		certs, _, err = pemBlocks([]byte(s.SSLKeystoreCertificateChain))
 		if err != nil {
-			return tls.Certificate{}, false, fmt.Errorf("ssl.keystore.certificate.chain: %w", err)
+			return tls.Certificate{}, false, propErr("ssl.keystore.certificate.chain", err)
 		}
 	default:
 		if s.SSLKeyPassword.IsSet() {
-			return tls.Certificate{}, false, errors.New("ssl.key.password is set but there is no client key (ssl.keystore.location or ssl.keystore.key)")
+			return tls.Certificate{}, false, propErr("ssl.key.password", errors.New("set, but there is no client key (ssl.keystore.location or ssl.keystore.key)"))
 		}
 		return tls.Certificate{}, false, nil
 	}
 	if len(certs) == 0 {
-		return tls.Certificate{}, false, fmt.Errorf("%s: no PEM CERTIFICATE block for the client key", name)
+		return tls.Certificate{}, false, propErr(name, errors.New("no PEM CERTIFICATE block for the client key"))
 	}
 	if strings.Contains(key.Type, "ENCRYPTED") || key.Headers["Proc-Type"] != "" {
-		return tls.Certificate{}, false, fmt.Errorf("%s: encrypted private keys (ssl.key.password) are not supported: store the key unencrypted, e.g. openssl pkcs8 -topk8 -nocrypt", name)
+		return tls.Certificate{}, false, propErr(name, errors.New("encrypted private keys (ssl.key.password) are not supported: store the key unencrypted, e.g. openssl pkcs8 -topk8 -nocrypt"))
 	}
 	if s.SSLKeyPassword.IsSet() {
-		return tls.Certificate{}, false, fmt.Errorf("ssl.key.password: set, but %s holds an unencrypted key; unset it", name)
+		return tls.Certificate{}, false, propErr("ssl.key.password", fmt.Errorf("set, but %s holds an unencrypted key; unset it", name))
 	}
 	var certPEM []byte
 	for _, c := range certs {
@@ -156,7 +156,7 @@ func clientCertificate(s Settings) (tls.Certificate, bool, error) {
 	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(key))
 	if err != nil {
 		// X509KeyPair's errors describe the mismatch, not the key.
-		return tls.Certificate{}, false, fmt.Errorf("%s: client certificate and key: %w", name, err)
+		return tls.Certificate{}, false, propErr(name, fmt.Errorf("client certificate and key: %w", err))
 	}
 	return cert, true, nil
 }

@@ -213,7 +213,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		{name: "JKS keystore", s: Settings{SSLKeystoreLocation: junk}, wantErr: "ssl.keystore.location: not PEM data"},
 		{name: "key without chain", s: Settings{SSLKeystoreKey: secret.New(p.clientKeyPEM)}, wantErr: "must be set together"},
 		{name: "encrypted key", s: Settings{SSLKeystoreKey: secret.New(encrypted), SSLKeystoreCertificateChain: p.clientCertPEM, SSLKeyPassword: secret.New("pw")}, wantErr: "encrypted private keys (ssl.key.password) are not supported"},
-		{name: "key password without key", s: Settings{SSLKeyPassword: secret.New("pw")}, wantErr: "ssl.key.password is set but there is no client key"},
+		{name: "key password without key", s: Settings{SSLKeyPassword: secret.New("pw")}, wantErr: "ssl.key.password: set, but there is no client key"},
 		{name: "key does not match cert", s: Settings{SSLKeystoreKey: secret.New(otherKey), SSLKeystoreCertificateChain: p.clientCertPEM}, wantErr: "client certificate and key"},
 		{name: "unknown identification algorithm", s: Settings{SSLEndpointIdentificationAlgorithm: "ldaps"}, wantErr: `unknown value "ldaps"`},
 	} {
@@ -230,10 +230,8 @@ func TestTLSConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	if !errors.Is(func() error {
-		_, err := TLSConfig(Settings{SSLTruststoreLocation: filepath.Join(p.dir, "nope.pem")})
-		return err
-	}(), os.ErrNotExist) {
-		t.Errorf("a missing file error does not wrap os.ErrNotExist")
+	_, err := TLSConfig(Settings{SSLTruststoreLocation: filepath.Join(p.dir, "nope.pem")})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file error does not wrap os.ErrNotExist: %v", err)
 	}
 }
