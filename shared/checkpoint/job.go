@@ -43,6 +43,10 @@ type Job struct {
 	checkpointsTopic string
 	syncsTopic       string
 	syncsOnTarget    bool
+	running          chan struct{} // one round at a time (Handle)
+	// describe explains a connection error (cluster.ConnectError); nil
+	// leaves errors as they are.
+	describe func(cluster string, err error) error
 }
 
 // New returns a Job for the flow described by opts. source and target build
@@ -70,6 +74,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		opts: opts, source: source, target: target, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
+		running:          make(chan struct{}, 1),
 	}
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
 		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true
@@ -112,6 +117,9 @@ func (j *Job) ping(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if j.describe != nil {
+				err = j.describe(c.name, err)
 			}
 			return &UnavailableError{Cluster: c.name, Alias: c.alias, Err: err}
 		}

@@ -131,6 +131,10 @@ type Job struct {
 	target         ClientFunc
 	src, tgt       *kgo.Client
 	srcAdm, tgtAdm *kadm.Client
+	running        chan struct{} // one round at a time (Handle)
+	// describe explains a connection error (cluster.ConnectError); nil
+	// leaves errors as they are.
+	describe func(cluster string, err error) error
 }
 
 // New returns a Job for the flow described by opts. Nothing is sent before
@@ -158,6 +162,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	return &Job{
 		opts: opts, log: logger, target: target,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
+		running: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -196,16 +201,8 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats},
 		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse},
 	}
-	for _, s := range sides {
-		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		_, err := s.adm.BrokerMetadata(pctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return sum, ctx.Err()
-			}
-			return sum, &UnavailableError{Cluster: s.name, Alias: s.alias, Err: err}
-		}
+	if err := j.ping(ctx); err != nil {
+		return sum, err
 	}
 
 	topic := j.opts.Policy.HeartbeatsTopic()
@@ -247,6 +244,32 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 			"latency_topic", sum.LatencyTopic)
 	}
 	return sum, nil
+}
+
+// ping checks that the clusters a round writes to answer a metadata request
+// (the source only with the reverse heartbeat).
+func (j *Job) ping(ctx context.Context) error {
+	for _, c := range []struct {
+		name, alias string
+		adm         *kadm.Client
+	}{{"target", j.opts.TargetAlias, j.tgtAdm}, {"source", j.opts.SourceAlias, j.srcAdm}} {
+		if c.name == "source" && j.opts.DisableReverse {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		_, err := c.adm.BrokerMetadata(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if j.describe != nil {
+				err = j.describe(c.name, err)
+			}
+			return &UnavailableError{Cluster: c.name, Alias: c.alias, Err: err}
+		}
+	}
+	return nil
 }
 
 func fromMM2(h mm2.Heartbeat) Heartbeat {
