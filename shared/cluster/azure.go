@@ -55,33 +55,33 @@ var azureAuthModes = []string{AzureAuthOff, AzureAuthDefault, AzureAuthManagedId
 // MM2_<CLUSTER>_AZURE_* (see Settings.Azure).
 type AzureConfig struct {
 	// Auth is one of the AzureAuth* modes; empty means off.
-	Auth string
+	Auth string `envconfig:"AUTH" mm2:"auth" default:"off" desc:"Azure AD (Entra ID) sign-in: off, default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli; implies SASL_SSL + OAUTHBEARER"`
 	// ClientID is the application (client) ID of a service principal or a
 	// workload identity, or the client ID (or resource ID, starting with
 	// /subscriptions/) of a user-assigned managed identity. Empty: the
 	// Azure SDK's environment (AZURE_CLIENT_ID) or the system identity.
-	ClientID string
+	ClientID string `envconfig:"CLIENT_ID" mm2:"client.id" desc:"Azure AD application (client) ID, or a user-assigned managed identity's client ID or resource ID (empty: AZURE_CLIENT_ID / system identity)"`
 	// TenantID is the directory (tenant) ID. Empty: AZURE_TENANT_ID.
-	TenantID string
+	TenantID string `envconfig:"TENANT_ID" mm2:"tenant.id" desc:"Azure AD tenant (directory) ID (empty: AZURE_TENANT_ID)"`
 	// ClientSecret is the service principal's secret (client-secret mode).
-	ClientSecret secret.Secret
+	ClientSecret secret.Secret `envconfig:"CLIENT_SECRET" mm2:"client.secret" desc:"service principal secret for azure.auth=client-secret (secret)"`
 	// ClientCertificatePath is a PEM or PKCS#12 file with the service
 	// principal's certificate and private key (client-certificate mode).
-	ClientCertificatePath string
+	ClientCertificatePath string `envconfig:"CLIENT_CERTIFICATE_PATH" mm2:"client.certificate.path" desc:"PEM or PKCS#12 file with the service principal's certificate and key for azure.auth=client-certificate"`
 	// ClientCertificatePassword decrypts the certificate file, if needed.
-	ClientCertificatePassword secret.Secret
+	ClientCertificatePassword secret.Secret `envconfig:"CLIENT_CERTIFICATE_PASSWORD" mm2:"client.certificate.password" desc:"password of the certificate file, if any (secret)"`
 	// FederatedTokenFile is the Kubernetes service account token file
 	// (workload-identity mode). Empty: AZURE_FEDERATED_TOKEN_FILE.
-	FederatedTokenFile string
+	FederatedTokenFile string `envconfig:"FEDERATED_TOKEN_FILE" mm2:"federated.token.file" desc:"Kubernetes service account token file for azure.auth=workload-identity (empty: AZURE_FEDERATED_TOKEN_FILE)"`
 	// AuthorityHost is the Entra ID endpoint, e.g.
 	// https://login.microsoftonline.us/ for Azure Government. Empty: the
 	// Azure SDK's default (AZURE_AUTHORITY_HOST, else the public cloud).
 	// Instance discovery is skipped for hosts other than Microsoft's own, so
 	// the host is trusted as configured.
-	AuthorityHost string
+	AuthorityHost string `envconfig:"AUTHORITY_HOST" mm2:"authority.host" desc:"Azure AD endpoint, https URL (empty: AZURE_AUTHORITY_HOST or the public cloud)"`
 	// Scope overrides the token scope. Empty: https://<bootstrap host>/.default,
 	// the namespace URI that the Event Hubs Kafka endpoint expects as audience.
-	Scope string
+	Scope string `envconfig:"SCOPE" mm2:"scope" defaultdoc:"https://<bootstrap host>/.default" desc:"token scope (Event Hubs wants the namespace URI)"`
 }
 
 // Enabled reports whether Azure AD sign-in is configured.

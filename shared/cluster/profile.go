@@ -65,16 +65,16 @@ var tiers = map[string]tierLimits{
 // (MM2_<CLUSTER>_EVENTHUBS_*). Zero values mean the defaults.
 type ProfileConfig struct {
 	// Mode is auto (default), on or off.
-	Mode string
+	Mode string `envconfig:"PROFILE" mm2:"profile" default:"auto" desc:"Event Hubs profile: auto (on for *.servicebus.* hosts and connection strings), on or off"`
 	// Tier is standard (default), premium or dedicated.
-	Tier string
+	Tier string `envconfig:"TIER" mm2:"tier" default:"standard" desc:"Event Hubs tier for the profile's limits: standard, premium or dedicated"`
 	// MaxTopics overrides the tier's event hubs per namespace; 0: the tier's.
-	MaxTopics int
+	MaxTopics int `envconfig:"MAX_TOPICS" mm2:"max.topics" default:"0" desc:"event hubs (topics) the namespace allows (0: the tier's: 10, 100 per PU, 1000)"`
 	// MaxPartitions overrides the tier's partitions per event hub; 0: the tier's.
-	MaxPartitions int
+	MaxPartitions int `envconfig:"MAX_PARTITIONS" mm2:"max.partitions" default:"0" desc:"partitions per event hub (0: the tier's: 32, 100, 1024)"`
 	// Compaction says whether internal topics are created compacted:
 	// "true", "false", or empty for the tier's default.
-	Compaction string
+	Compaction string `envconfig:"COMPACTION" mm2:"compaction" defaultdoc:"false on standard, true on premium/dedicated" desc:"create internal topics compacted: true or false"`
 }
 
 func (pc *ProfileConfig) normalize(bad func(key, format string, args ...any)) {
