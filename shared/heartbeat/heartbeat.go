@@ -284,17 +284,26 @@ const tailRecords = 32
 // records of the remote heartbeats topic on the target, nil if none.
 func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 	topic := j.LatencyTopic()
-	ends, err := j.tgtAdm.ListEndOffsets(ctx, topic)
+	// A fresh client: the job's own may have cached that the topic did not
+	// exist a moment ago.
+	cl, err := j.target(ctx, kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		j.log.Debug("no remote heartbeats topic on the target", "topic", topic)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
 	}
-	starts, err := j.tgtAdm.ListStartOffsets(ctx, topic)
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
@@ -312,14 +321,11 @@ func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 		from[o.Partition] = kgo.NewOffset().At(at)
 		want[o.Partition] = o.Offset
 	})
+	j.log.Debug("reading the newest replicated heartbeats", "topic", topic, "ends", want)
 	if len(from) == 0 {
 		return nil, nil
 	}
-	cl, err := j.target(ctx, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}), kgo.KeepControlRecords())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
 	var newest *Heartbeat
 	for len(want) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

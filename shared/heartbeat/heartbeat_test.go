@@ -129,8 +129,8 @@ func TestRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	if _, err := eng.CopyPartition(testkit.Context(t, time.Minute), "heartbeats", 0, reverseOffset); err != nil {
-		t.Fatalf("replicating heartbeats: %v", err)
+	if es, err := eng.CopyPartition(testkit.Context(t, time.Minute), "heartbeats", 0, reverseOffset); err != nil || es.Records == 0 {
+		t.Fatalf("replicating heartbeats: %+v, %v", es, err)
 	}
 
 	clk.add(1500 * time.Millisecond)
