@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,6 +63,12 @@ func (e *Engine) runExactlyOnce(ctx context.Context, start time.Time, bo BurstOp
 			defer wg.Done()
 			for tp := range queue {
 				res, err := r.copyPartition(ctx, stopCtx, tp)
+				if fenced(err) {
+					// Another instance took this partition over: its transactions win, ours
+					// were aborted. That is the design working, not a failure.
+					e.log.Warn("partition taken over by another instance (fenced)", "partition", tp.String(), "err", err)
+					err = nil
+				}
 				r.mu.Lock()
 				r.results = append(r.results, res)
 				if err != nil && r.err == nil {
@@ -303,4 +310,9 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 		}
 	}
 	return nil
+}
+
+// fenced reports whether err means a newer producer with our transactional id exists.
+func fenced(err error) bool {
+	return err != nil && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/mm2"
@@ -70,19 +71,9 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 	if len(parts) == 0 {
 		return out, nil
 	}
-	starts, err := e.tgtAdm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, ends, err := listOffsets(ctx, e.tgtAdm, true, topic)
 	if err != nil {
-		return nil, fmt.Errorf("reading start offsets of %q: %w", topic, err)
-	}
-	ends, err := e.tgtAdm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading end offsets of %q: %w", topic, err)
+		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 	}
 	for p, st := range parts {
 		s, _ := starts.Lookup(topic, p)
@@ -204,10 +195,24 @@ func (e *Engine) readWindow(ctx context.Context, topic string, from map[int32]kg
 	return nil
 }
 
-// listOffsets returns start and end offsets of the given partitions of the source topics.
-// With committed it uses the last stable offset as the end (what a read_committed consumer
-// can reach).
+// listOffsets returns start and end offsets of the given topics' partitions. With committed
+// it uses the last stable offset as the end (what a read_committed consumer can reach).
+// Transient errors (a topic just created, a leader moving) are retried for a few seconds.
 func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
+	for attempt := 0; ; attempt++ {
+		starts, ends, err = listOffsetsOnce(ctx, adm, committed, topics...)
+		if err == nil || attempt >= 50 || !kerr.IsRetriable(err) {
+			return starts, ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func listOffsetsOnce(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
 	starts, err = adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
 		err = starts.Error()

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// TestReadPositions writes positions the way a Connect worker does, buries them under many
+// newer records of other keys (checkpoint connector keys, other partitions' positions) in the
+// same offsets-topic partitions, and reads them back: newest value wins, tombstones mean "no
+// position", foreign keys are skipped.
+func TestReadPositions(t *testing.T) {
+	c := testkit.Require(t)
+	f := newFlow(t, "unused")
+	e := f.engine()
+	ctx := testkit.Context(t, time.Minute)
+	n, err := e.ensureOffsetsTopic(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 25 {
+		t.Fatalf("offsets topic has %d partitions, want 25", n)
+	}
+	topic := e.OffsetsTopic()
+	tps := []TP{{"orders", 0}, {"orders", 1}, {"orders", 2}, {"payments", 7}, {"gone", 0}}
+	var recs []*kgo.Record
+	put := func(key, value []byte) {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, n), Key: key, Value: value})
+	}
+	// Old values first, then the values that count.
+	for _, tp := range tps {
+		put(mm2.SourceOffsetKey(f.alias, tp.Topic, tp.Partition), mm2.OffsetValue(1))
+	}
+	put(mm2.SourceOffsetKey(f.alias, "orders", 0), mm2.OffsetValue(41))
+	put(mm2.SourceOffsetKey(f.alias, "orders", 1), mm2.OffsetValue(4242))
+	put(mm2.SourceOffsetKey(f.alias, "payments", 7), mm2.OffsetValue(7))
+	put(mm2.SourceOffsetKey(f.alias, "gone", 0), nil) // tombstone
+	// orders-2 keeps value 1. Then lots of noise in every partition: checkpoint keys, and
+	// positions of another source alias.
+	for i := 0; i < 3000; i++ {
+		put(mm2.CheckpointOffsetKey(f.alias+".orders", int32(i%50), fmt.Sprintf("g%d", i)), mm2.OffsetValue(0))
+		put(mm2.SourceOffsetKey("other", "orders", int32(i%40)), mm2.OffsetValue(int64(i)))
+	}
+	testkit.Produce(t, c.Target.Bootstrap, recs...)
+
+	began := time.Now()
+	got, err := e.ReadPositions(ctx, append(tps, TP{"never", 3}), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("read %d positions in %s", len(got), time.Since(began))
+	want := map[TP]int64{{"orders", 0}: 41, {"orders", 1}: 4242, {"orders", 2}: 1, {"payments", 7}: 7}
+	if len(got) != len(want) {
+		t.Errorf("got %d positions %v, want %v", len(got), got, want)
+	}
+	for tp, w := range want {
+		if got[tp] != w {
+			t.Errorf("position of %s = %d, want %d", tp, got[tp], w)
+		}
+	}
+}
+
+// TestPositionsWhereConnectPutsThem checks the bytes a burst leaves in the offsets topic: the
+// canonical key in the partition murmur2 picks, value = last copied offset.
+func TestPositionsWhereConnectPutsThem(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "pos"), 4, nil)
+	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 4, 40)...)
+	f := newFlow(t, topic)
+	f.burst(BurstOptions{})
+	pos := f.positions() // checks key bytes and partition
+	for p := int32(0); p < 4; p++ {
+		if pos[TP{topic, p}] != 9 {
+			t.Errorf("position of %s-%d = %d, want 9", topic, p, pos[TP{topic, p}])
+		}
+	}
+}
+
+// TestAutoOffsetResetLatest: without a position, latest starts at the end and stores that
+// start at once, so records produced before the next burst are not skipped.
+func TestAutoOffsetResetLatest(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "latest"), 1, nil)
+	all := testkit.SampleRecords(topic, 1, 20)
+	testkit.Produce(t, src, all[:10]...)
+	f := newFlow(t, topic)
+	f.opts.AutoOffsetResetLatest = true
+	if s := f.burst(BurstOptions{}); s.Records != 0 {
+		t.Errorf("first burst copied %d, want 0 (latest)", s.Records)
+	}
+	if p := f.positions()[TP{topic, 0}]; p != 9 {
+		t.Errorf("position after latest start = %d, want 9", p)
+	}
+	testkit.Produce(t, src, all[10:]...)
+	if s := f.burst(BurstOptions{}); s.Records != 10 {
+		t.Errorf("second burst copied %d, want 10", s.Records)
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	testkit.AssertSameRecords(t, sourceRecords(t, src, topic)[10:], got)
+}
+
+// TestCopyPartition copies one partition through a given offset.
+func TestCopyPartition(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "one"), 2, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 40)...)
+	f := newFlow(t, topic)
+	e := f.engine()
+	ctx := testkit.Context(t, time.Minute)
+	s, err := e.CopyPartition(ctx, topic, 1, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Records != 10 {
+		t.Errorf("copied %d, want 10", s.Records)
+	}
+	if s, err = e.CopyPartition(ctx, topic, 1, -1); err != nil || s.Records != 10 {
+		t.Errorf("second copy: %d records, err %v; want 10", s.Records, err)
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	var want []*kgo.Record
+	for _, r := range sourceRecords(t, src, topic) {
+		if r.Partition == 1 {
+			want = append(want, r)
+		}
+	}
+	testkit.AssertSameRecords(t, want, got)
+	if _, err := e.CopyPartition(ctx, "__consumer_offsets", 0, -1); err == nil {
+		t.Error("CopyPartition of an internal topic succeeded")
+	}
+}
