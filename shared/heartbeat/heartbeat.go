@@ -8,7 +8,11 @@
 //     <source>.heartbeats on the target (what MM2's MirrorClient and
 //     RemoteClusterUtils use to discover upstream clusters);
 //   - report the end-to-end replication latency: now minus the timestamp of
-//     the newest heartbeat found in <source>.heartbeats on the target.
+//     the newest heartbeat found in <source>.heartbeats on the target. The
+//     flow's own reverse heartbeats ({target, source}, written by this job or
+//     by MM2's reverse herder) are preferred, so that one clock stamps and
+//     measures; any other heartbeat replicated from the source is used when
+//     there is none.
 //
 // Records use MM2's byte format (package mm2), partition 0, record timestamp
 // equal to the heartbeat's, no headers.
@@ -101,7 +105,8 @@ type Summary struct {
 	Written []Written `json:"written"`
 	// LatencyTopic is the remote heartbeats topic read on the target.
 	LatencyTopic string `json:"latency_topic"`
-	// Newest is the newest heartbeat found in LatencyTopic; nil when none.
+	// Newest is the newest heartbeat found in LatencyTopic, preferring the
+	// flow's own reverse heartbeats; nil when none.
 	Newest *Heartbeat `json:"newest_replicated_heartbeat"`
 	// ReplicationLatencyMS is the round's time minus Newest's timestamp;
 	// nil when no replicated heartbeat was found.
@@ -278,10 +283,12 @@ func fromMM2(h mm2.Heartbeat) Heartbeat {
 
 // tailRecords is how many records from the end of each partition of the
 // remote heartbeats topic are examined.
-const tailRecords = 32
+const tailRecords = 256
 
 // newestReplicated returns the newest decodable heartbeat among the last
-// records of the remote heartbeats topic on the target, nil if none.
+// records of the remote heartbeats topic on the target, nil if none. A
+// heartbeat keyed {target, source} (this flow's reverse heartbeat) wins over
+// any other.
 func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 	topic := j.LatencyTopic()
 	// A fresh client: the job's own may have cached that the topic did not
@@ -326,7 +333,7 @@ func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 		return nil, nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
-	var newest *Heartbeat
+	var newest, newestOwn *Heartbeat
 	for len(want) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		fs := cl.PollFetches(pctx)
@@ -361,11 +368,18 @@ func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 			if err != nil {
 				return
 			}
+			hb := fromMM2(h)
 			if newest == nil || h.Timestamp > newest.Timestamp {
-				hb := fromMM2(h)
 				newest = &hb
 			}
+			own := h.SourceAlias == j.opts.TargetAlias && h.TargetAlias == j.opts.SourceAlias
+			if own && (newestOwn == nil || h.Timestamp > newestOwn.Timestamp) {
+				newestOwn = &hb
+			}
 		})
+	}
+	if newestOwn != nil {
+		return newestOwn, nil
 	}
 	return newest, nil
 }
