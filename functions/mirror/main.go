@@ -1,0 +1,15 @@
+// Command mirror is mm2go's replication function: `mirror run` copies one burst (MM2's
+// MirrorSourceConnector work) and exits; `mirror serve` answers CloudEvents; `mirror -h`
+// lists every setting.
+package main
+
+import (
+	"os"
+
+	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/engine"
+)
+
+func main() {
+	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand}))
+}

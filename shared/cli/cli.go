@@ -1,0 +1,222 @@
+// Package cli is the command line shared by mm2go's three functions (mirror, checkpoint,
+// heartbeat): sub-command dispatch (`run`, `serve`, `-h`/`help`), logging setup, signal
+// handling and exit codes.
+//
+// Exit codes: 0 the job is done; 3 a budget (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS)
+// or a stop signal ended a run with work left; 1 the job failed; 2 the configuration is
+// invalid (or the command line is).
+//
+// SIGTERM and SIGINT cancel the job's context: a run stops fetching, finishes in-flight writes,
+// commits its positions and exits within a few seconds. A second signal exits at once.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mm2go/mm2go/shared/config"
+)
+
+// Exit codes of Main.
+const (
+	ExitOK     = 0 // done
+	ExitFailed = 1 // the job failed
+	ExitConfig = 2 // invalid configuration or command line
+	ExitMore   = 3 // a budget ended the run; more to do
+)
+
+// ErrMoreToDo is returned (possibly wrapped) by a Run that stopped with work left, e.g. a
+// burst that reached its budget. Main exits with ExitMore.
+var ErrMoreToDo = errors.New("budget reached, more to do")
+
+// ErrNotImplemented is what a missing sub-command returns.
+var ErrNotImplemented = errors.New("not yet implemented")
+
+// ConfigError marks an error caused by the settings; Main exits with ExitConfig.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Env is what a sub-command gets: loaded settings, the process environment (for settings not
+// in config.Config yet), a logger and the output streams.
+type Env struct {
+	Config    *config.Config
+	LookupEnv func(string) (string, bool)
+	Logger    *slog.Logger
+	Stdout    io.Writer
+	// Progress is where a live progress line may be drawn (with '\r'); nil when stderr is not
+	// a terminal.
+	Progress io.Writer
+}
+
+// App is one function's sub-commands.
+type App struct {
+	// Name is the function's name ("mirror").
+	Name string
+	// Run is `run`: one burst or round. Return ErrMoreToDo when a budget stopped it early.
+	Run func(ctx context.Context, env Env) error
+	// Serve is `serve`: the HTTP/CloudEvents server. Nil: "not yet".
+	Serve func(ctx context.Context, env Env) error
+}
+
+// Main runs app with the process's arguments, environment and streams and returns the exit
+// code: os.Exit(cli.Main(app)).
+func Main(app App) int {
+	return Execute(context.Background(), app, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+}
+
+// Execute is Main with explicit inputs (for tests).
+func Execute(ctx context.Context, app App, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	cmd := ""
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "usage: %s run|serve|help\n\n  run    one burst: copy until caught up or a budget is reached, then exit\n  serve  HTTP/CloudEvents server\n\n", app.Name)
+		if err := config.Usage(stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return ExitFailed
+		}
+		return ExitOK
+	case "run", "serve":
+	default:
+		fmt.Fprintf(stderr, "usage: %s run|serve|help (got %q)\n", app.Name, strings.Join(args, " "))
+		return ExitConfig
+	}
+
+	cfg, cfgErr := config.Load(lookupEnv, nil)
+	level, format := "info", "auto"
+	if cfg != nil {
+		level, format = cfg.LogLevel, cfg.LogFormat
+	}
+	logger, err := NewLogger(stderr, level, format)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitConfig
+	}
+	logger = logger.With("function", app.Name)
+	if cfgErr != nil {
+		logger.Error("invalid configuration", "err", cfgErr.Error())
+		return ExitConfig
+	}
+
+	ctx, stop := signalContext(ctx, logger)
+	defer stop()
+	env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: logger, Stdout: stdout}
+	if isTerminal(stderr) {
+		env.Progress = stderr
+	}
+	switch cmd {
+	case "run":
+		if app.Run == nil {
+			err = ErrNotImplemented
+		} else {
+			err = app.Run(ctx, env)
+		}
+	case "serve":
+		if app.Serve == nil {
+			err = fmt.Errorf("%s serve: %w", app.Name, ErrNotImplemented)
+		} else {
+			err = app.Serve(ctx, env)
+		}
+	}
+	return exitCode(err, logger)
+}
+
+func exitCode(err error, logger *slog.Logger) int {
+	var ce *ConfigError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrMoreToDo):
+		return ExitMore
+	case errors.As(err, &ce):
+		logger.Error("invalid configuration", "err", err.Error())
+		return ExitConfig
+	default:
+		logger.Error("failed", "err", err.Error())
+		return ExitFailed
+	}
+}
+
+// signalContext is canceled by the first SIGTERM/SIGINT; a second one exits at once.
+func signalContext(parent context.Context, logger *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			logger.Info("signal received: stopping (finishing in-flight writes, committing positions)", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-ch:
+			logger.Warn("second signal: exiting now", "signal", s.String())
+			os.Exit(ExitFailed)
+		case <-time.After(30 * time.Second):
+			logger.Error("did not stop within 30s of the signal: exiting")
+			os.Exit(ExitFailed)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		signal.Stop(ch)
+		cancel()
+	}
+}
+
+// NewLogger returns the functions' logger on w: level is debug, info, warn or error; format
+// json, text or auto (text if w is a terminal, json otherwise).
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch strings.ToLower(strings.TrimSpace(level)) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "", "info":
+		lv = slog.LevelInfo
+	case "warn", "warning":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, &ConfigError{fmt.Errorf("MM2_LOG_LEVEL %q: want debug, info, warn or error", level)}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(strings.TrimSpace(format)) {
+	case "", "auto":
+		if isTerminal(w) {
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, &ConfigError{fmt.Errorf("MM2_LOG_FORMAT %q: want auto, json or text", format)}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/shared/config"
+	"github.com/mm2go/mm2go/shared/filter"
+)
+
+// Settings read from the environment that shared/config does not carry (yet).
+const (
+	EnvBurstGroup      = "MM2_BURST_GROUP"
+	EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
+)
+
+// Dialer returns the DialFunc building clients from the two clusters' settings.
+func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
+	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		s := cfg.Source
+		if side == Target {
+			s = cfg.Target
+		}
+		return cluster.NewClient(ctx, s, logger, extra...)
+	}
+}
+
+// OptionsFromConfig maps loaded settings to engine Options. lookupEnv (may be nil) supplies
+// MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET.
+func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)) (Options, error) {
+	pol, err := cfg.Policy()
+	if err != nil {
+		return Options{}, err
+	}
+	topics, err := cfg.TopicFilter()
+	if err != nil {
+		return Options{}, err
+	}
+	exclude, err := filter.NewList(filter.Setting{Property: "config.properties.exclude", Env: "MM2_CONFIG_PROPERTIES_EXCLUDE"}, cfg.ConfigPropertiesExclude)
+	if err != nil {
+		return Options{}, err
+	}
+	o := Options{
+		SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
+		Policy: pol, Topics: topics, HeartbeatsReplication: cfg.HeartbeatsReplicationEnabled,
+		ReplicationFactor:                 int16(cfg.ReplicationFactor),
+		ConfigPropertiesExclude:           exclude,
+		SyncTopicConfigs:                  cfg.SyncTopicConfigsEnabled,
+		OffsetSyncsTopicLocation:          cfg.OffsetSyncsTopicLocation,
+		OffsetSyncsTopicReplicationFactor: int16(cfg.OffsetSyncsTopicReplicationFactor),
+		OffsetLagMax:                      cfg.OffsetLagMax,
+		OffsetStorageTopic:                cfg.OffsetStorageTopic,
+		OffsetStoragePartitions:           int32(cfg.OffsetStoragePartitions),
+		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),
+		ExactlyOnce:                       cfg.ExactlyOnce,
+	}
+	if lookupEnv != nil {
+		if v, ok := lookupEnv(EnvAutoOffsetReset); ok {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "latest":
+				o.AutoOffsetResetLatest = true
+			case "", "earliest":
+			default:
+				return Options{}, fmt.Errorf("%s %q: want earliest or latest", EnvAutoOffsetReset, v)
+			}
+		}
+	}
+	return o, nil
+}
+
+// FromConfig builds an Engine from loaded settings with clients from shared/cluster. The
+// caller closes it.
+func FromConfig(ctx context.Context, cfg *config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger) (*Engine, error) {
+	o, err := OptionsFromConfig(cfg, lookupEnv)
+	if err != nil {
+		return nil, &cli.ConfigError{Err: err}
+	}
+	return New(ctx, o, Dialer(cfg, logger), logger)
+}
+
+// RunCommand is `mirror run`: one burst bounded by MM2_BURST_MAX_DURATION and
+// MM2_BURST_MAX_RECORDS. It logs the summary as one line, writes it as JSON to env.Stdout and
+// returns cli.ErrMoreToDo when a budget or a signal left records to copy.
+func RunCommand(ctx context.Context, env cli.Env) error {
+	e, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	bo := BurstOptions{MaxDuration: env.Config.BurstMaxDuration, MaxRecords: env.Config.BurstMaxRecords}
+	if env.LookupEnv != nil {
+		bo.Group, _ = env.LookupEnv(EnvBurstGroup)
+	}
+	if env.Progress != nil {
+		bo.Progress = func(p Progress) {
+			rate := float64(p.Records) / max(p.Elapsed.Seconds(), 0.001)
+			fmt.Fprintf(env.Progress, "\r\033[Kcopied %d records (%.1f MB), %.0f rec/s, lag %d", p.Records, float64(p.Bytes)/1e6, rate, p.Lag)
+		}
+	}
+	s, err := e.Burst(ctx, bo)
+	if env.Progress != nil {
+		fmt.Fprint(env.Progress, "\r\033[K")
+	}
+	logSummary(env.Logger, s)
+	if b, jerr := json.Marshal(s); jerr == nil {
+		fmt.Fprintf(env.Stdout, "%s\n", b)
+	}
+	if err != nil {
+		return fmt.Errorf("burst: %w", err)
+	}
+	if s.MoreToDo() && s.Reason != ReasonDone {
+		return fmt.Errorf("%s with %d records left: %w", s.Reason, s.Lag, cli.ErrMoreToDo)
+	}
+	return nil
+}
+
+func logSummary(logger *slog.Logger, s Summary) {
+	topics := make([]any, 0, len(s.Topics))
+	for name, t := range s.Topics {
+		topics = append(topics, slog.Group(name, "remote", t.Remote, "records", t.Records, "bytes", t.Bytes, "lag", t.Lag))
+	}
+	rate := 0.0
+	if s.Duration > 0 {
+		rate = float64(s.Records) / s.Duration.Seconds()
+	}
+	logger.Info("burst summary",
+		"reason", s.Reason, "records", s.Records, "bytes", s.Bytes, "lag", s.Lag,
+		"partitions", s.Partitions, "duration", s.Duration.Round(time.Millisecond).String(),
+		"records_per_second", int64(rate), "first_record_ms", s.FirstRecordMS,
+		"exactly_once", s.ExactlyOnce, slog.Group("topics", topics...))
+}
