@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/entrafake"
+)
+
+// ehNamespace is the Event Hubs namespace the Azure AD tests pretend to reach:
+// tokens are requested for https://<ehNamespace>/.default and the broker
+// accepts only that audience.
+const ehNamespace = "mm2go-test.servicebus.windows.net"
+
+// oauthBroker is a third real Kafka cluster, started for the Azure AD tests
+// and stopped when they end, with an extra SASL_SSL listener that accepts
+// only OAUTHBEARER tokens signed by the fake Entra ID, for the namespace
+// audience and the fake's issuer (KIP-768 broker-side validation).
+type oauthBroker struct {
+	Name      string
+	Plain     string // PLAINTEXT listener (admin, reading results)
+	OAuth     string // SASL_SSL OAUTHBEARER listener
+	CA        string // CA of the broker certificate
+	LogFile   string
+	Audience  string
+	JWKSFile  string
+	Issuer    string
+	KafkaHome string
+}
+
+// freePortBase finds a base port p in 31000-39990 with p..p+3 free.
+func freePortBase(t *testing.T) int {
+	t.Helper()
+	b := make([]byte, 2)
+	for range 200 {
+		_, _ = rand.Read(b)
+		base := 31000 + (int(b[0])<<8|int(b[1]))%900*10
+		ok := true
+		for p := base; p < base+4 && ok; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range for the OAUTHBEARER broker")
+	return 0
+}
+
+// startOAuthBroker starts the OAUTHBEARER cluster validating fake's tokens.
+func startOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server) *oauthBroker {
+	t.Helper()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	base := freePortBase(t)
+	ob := &oauthBroker{
+		Name:      "azoauth" + hex.EncodeToString(b),
+		Plain:     fmt.Sprintf("127.0.0.1:%d", base),
+		OAuth:     fmt.Sprintf("127.0.0.1:%d", base+3),
+		CA:        c.CA,
+		Audience:  entrafake.Audience(ehNamespace),
+		JWKSFile:  fake.JWKSFile,
+		Issuer:    fake.Issuer,
+		KafkaHome: c.KafkaHome,
+	}
+	if ob.KafkaHome == "" {
+		ob.KafkaHome = filepath.Join(testkit.RepoRoot(t), "test", "kafka", "state")
+	}
+	jwksURL := "file:" + fake.JWKSFile
+	const validator = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
+	props := []string{
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d,OAUTH://127.0.0.1:%d", base, base+1, base+2, base+3),
+		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d,OAUTH://127.0.0.1:%d", base, base+2, base+3),
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,OAUTH:SASL_SSL",
+		"listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER",
+		"listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+		"listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+		"listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=" + jwksURL,
+		"listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience=" + ob.Audience,
+		"listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=" + fake.Issuer,
+		// Kafka 4.1.0-4.1.1 validate nothing (signature, issuer, audience)
+		// unless the broker validator is named (CVE-2026-33557); the
+		// harness pins 4.1.1. Both spellings, listener and global; the
+		// refusal tests below fail loudly if neither took effect.
+		"listener.name.oauth.sasl.oauthbearer.jwt.validator.class=" + validator,
+		"sasl.oauthbearer.jwt.validator.class=" + validator,
+		"listener.name.oauth.ssl.keystore.type=PEM",
+		"listener.name.oauth.ssl.keystore.location=" + filepath.Join(ob.KafkaHome, "certs", "server.pem"),
+		"auto.create.topics.enable=false",
+	}
+	args := append([]string{"start", ob.Name, fmt.Sprint(base)}, props...)
+	cmd := exec.Command(testkit.KafkaScript(t), args...)
+	cmd.Env = append(os.Environ(),
+		"MM2GO_KAFKA_OPTS=-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="+jwksURL,
+		"MM2GO_KAFKA_HOME="+ob.KafkaHome)
+	if c.KafkaLib != "" {
+		cmd.Env = append(cmd.Env, "MM2GO_KAFKA_LIB="+c.KafkaLib)
+	}
+	ob.LogFile = filepath.Join(ob.KafkaHome, ob.Name, "logs", "stdout.log")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(ob.LogFile)
+		t.Fatalf("starting the OAUTHBEARER broker: %v\n%s\n%s", err, out, lastLines(string(log), 40))
+	}
+	t.Cleanup(func() {
+		stop := exec.Command(testkit.KafkaScript(t), "stop", ob.Name)
+		stop.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+ob.KafkaHome)
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Errorf("stopping the OAUTHBEARER broker %s: %v\n%s", ob.Name, err, out)
+		}
+		if !t.Failed() {
+			_ = os.RemoveAll(filepath.Join(ob.KafkaHome, ob.Name))
+		}
+	})
+	return ob
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
