@@ -86,9 +86,9 @@ type Recorder struct {
 	flow     []attribute.KeyValue
 
 	recordsCopied, bytesCopied, errs, bursts, checkpoints metric.Int64Counter
-	recordAge, replLatency, cpLatency, burstDuration    metric.Float64Histogram
-	lag                                                 metric.Int64Gauge
-	hbLatency                                           metric.Float64Gauge
+	recordAge, replLatency, cpLatency, burstDuration      metric.Float64Histogram
+	lag                                                   metric.Int64Gauge
+	hbLatency                                             metric.Float64Gauge
 
 	mu    sync.RWMutex
 	attrs map[tpKey]metric.MeasurementOption // per topic-partition attribute sets
