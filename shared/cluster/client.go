@@ -56,7 +56,7 @@ func Options(s Settings, logger *slog.Logger) ([]kgo.Opt, error) {
 	}
 
 	if n.UsesSASL() {
-		mech, err := SASLMechanism(n)
+		mech, err := saslMechanism(n, logger)
 		if err != nil {
 			return nil, settingErr(n, err)
 		}
@@ -72,7 +72,9 @@ func Options(s Settings, logger *slog.Logger) ([]kgo.Opt, error) {
 		if c := n.ProducerCompressionType; c != "none" && c != "gzip" {
 			log.Warn("Event Hubs accepts only uncompressed or gzip batches", "compression", c)
 		}
-		opts = append(opts, eventHubsOpts()...)
+		// The Event Hubs profile's request sizes and timeouts. When Settings
+		// carries the profile settings, this becomes NewProfile(...).ClientOpts().
+		opts = append(opts, Profile{Cluster: n.Alias, EventHubs: true}.ClientOpts()...)
 	}
 	return opts, nil
 }
@@ -185,11 +187,11 @@ func describeConnectErr(s Settings, err error) string {
 // credentials of Settings.SASLCredentials (for an Event Hubs connection
 // string, PLAIN with user $ConnectionString and the string as password).
 //
-// OAUTHBEARER (Microsoft Entra ID) is the extension point: build its
-// mechanism in the MechanismOAuthBearer case from the Settings fields that
-// configure the token source (e.g. franz-go's sasl/oauth with an azidentity
-// token credential).
-func SASLMechanism(s Settings) (sasl.Mechanism, error) {
+// OAUTHBEARER (Microsoft Entra ID) is delegated to oauthBearerMechanism
+// (oauth.go), which is not implemented yet.
+func SASLMechanism(s Settings) (sasl.Mechanism, error) { return saslMechanism(s, nil) }
+
+func saslMechanism(s Settings, logger *slog.Logger) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
 	if s.EventHubsConnectionString.IsSet() && mech == "" {
 		mech = MechanismPlain
@@ -197,7 +199,7 @@ func SASLMechanism(s Settings) (sasl.Mechanism, error) {
 	switch mech {
 	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 	case MechanismOAuthBearer:
-		return nil, propErr("sasl.mechanism", fmt.Errorf("%s is not implemented yet", MechanismOAuthBearer))
+		return oauthBearerMechanism(s, logger)
 	case "":
 		return nil, propErr("sasl.mechanism", errors.New("required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 	default:

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/mm2go/mm2go/shared/secret"
 )
@@ -223,5 +225,53 @@ func TestConnectErrorWrapsOnce(t *testing.T) {
 	}
 	if again := ConnectError(s, fmt.Errorf("producing: %w", err)); !strings.HasPrefix(again.Error(), "producing: connecting") {
 		t.Errorf("wrapped twice: %v", again)
+	}
+}
+
+func TestOptionValuesReachTheClient(t *testing.T) {
+	cs := "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + testSASKey
+	for _, test := range []struct {
+		name               string
+		s                  Settings
+		wantSeed, wantID   string
+		wantMaxWrite       int32
+		wantMetadataMaxAge time.Duration
+		wantLinger         time.Duration
+		wantSASL, wantTLS  bool
+	}{
+		{name: "plain kafka", s: Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, ProducerLingerMS: 5},
+			wantSeed: "b:9092", wantID: "mm2go-source", wantMaxWrite: 100 << 20, wantMetadataMaxAge: 5 * time.Minute, wantLinger: 5 * time.Millisecond},
+		{name: "event hubs", s: Settings{Alias: "target", ClientID: "mine", EventHubsConnectionString: secret.New(cs)},
+			wantSeed: "ns.servicebus.windows.net:9093", wantID: "mine", wantMaxWrite: 1_000_000, wantMetadataMaxAge: 180 * time.Second, wantSASL: true, wantTLS: true},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			cl, err := NewClient(context.Background(), test.s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+			id, _ := cl.OptValue(kgo.ClientID).(string)
+			if strings.Join(seeds, ",") != test.wantSeed || id != test.wantID {
+				t.Errorf("seeds %v, client id %v", seeds, id)
+			}
+			if v := cl.OptValue(kgo.BrokerMaxWriteBytes); v != test.wantMaxWrite {
+				t.Errorf("BrokerMaxWriteBytes = %v, want %d", v, test.wantMaxWrite)
+			}
+			if v := cl.OptValue(kgo.MetadataMaxAge); v != test.wantMetadataMaxAge {
+				t.Errorf("MetadataMaxAge = %v, want %v", v, test.wantMetadataMaxAge)
+			}
+			if v := cl.OptValue(kgo.ProducerLinger); v != test.wantLinger {
+				t.Errorf("ProducerLinger = %v, want %v", v, test.wantLinger)
+			}
+			sasls, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism)
+			if (len(sasls) == 1) != test.wantSASL {
+				t.Errorf("SASL mechanisms %v", sasls)
+			}
+			tlsCfg, _ := cl.OptValue(kgo.DialTLSConfig).(*tls.Config)
+			if (tlsCfg != nil) != test.wantTLS {
+				t.Errorf("TLS config %v", tlsCfg)
+			}
+		})
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // EventHubsKafkaPort is the port of the Event Hubs Kafka endpoint.
@@ -121,23 +118,4 @@ func endpointHost(endpoint string) (string, error) {
 		return "", errors.New("has an Endpoint whose host is not a plain host name")
 	}
 	return host, nil
-}
-
-// eventHubsOpts are franz-go settings Microsoft recommends for the Event Hubs
-// Kafka endpoint (../shared/docs/eventhubs.md sections 4 and 7). Options adds
-// them when the cluster is reached with a connection string; they come before
-// the caller's extra options, which can override them.
-func eventHubsOpts() []kgo.Opt {
-	return []kgo.Opt{
-		// Azure drops idle TCP connections after 240 s: refresh metadata well before.
-		kgo.MetadataMaxAge(180 * time.Second),
-		// Event Hubs closes the connection on requests above 1,046,528 bytes.
-		kgo.BrokerMaxWriteBytes(1_000_000),
-		kgo.ProducerBatchMaxBytes(1_000_000 - 16<<10),
-		// Event Hubs has a 20 s internal minimum and delays responses when it
-		// throttles; Microsoft recommends request.timeout.ms=60000.
-		kgo.ProduceRequestTimeout(30 * time.Second),
-		kgo.RequestTimeoutOverhead(30 * time.Second),
-		kgo.SessionTimeout(30 * time.Second),
-	}
 }
