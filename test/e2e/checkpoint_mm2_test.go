@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/checkpoint"
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/offsetsync"
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// TestCheckpointInteropWithRealMM2 runs genuine MirrorMaker 2 on a topic until its offset syncs
+// cover every record, lets MM2 checkpoint one group, stops MM2, and then has mm2go's checkpoint
+// round translate the same positions for a second group from the offset syncs MM2 wrote. It
+// checks that:
+//
+//   - mm2go's checkpoints equal what MM2's algorithm gives for MM2's syncs, and equal MM2's own
+//     checkpoints for the same positions;
+//   - genuine RemoteClusterUtils.translateOffsets (connect-mirror-client, run through
+//     test/java/MirrorClientTool.java) returns exactly mm2go's checkpoints;
+//   - with group offset sync on, a consumer of that group on the target resumes without
+//     skipping a record.
+func TestCheckpointInteropWithRealMM2(t *testing.T) {
+	c := testkit.Require(t)
+	const partitions, perPartition, filler = 4, 1000, 3
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cp"), partitions, nil)
+	remote := "source." + topic
+	// The remote topic exists before MM2 starts and holds a few records per partition, so that
+	// downstream offsets differ from upstream ones (by filler).
+	testkit.CreateTopic(t, c.Target.Bootstrap, remote, partitions, nil)
+	var src, pre []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < filler; i++ {
+			pre = append(pre, &kgo.Record{Topic: remote, Partition: p, Value: []byte("filler")})
+		}
+		for u := 0; u < perPartition; u++ {
+			src = append(src, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("p%d-u%d", p, u))})
+		}
+	}
+	testkit.Produce(t, c.Target.Bootstrap, pre...)
+	testkit.Produce(t, c.Source.Bootstrap, src...)
+
+	groupMM2, groupGo := testkit.Name(t, "g-mm2"), testkit.Name(t, "g-go")
+	props := MM2Properties(c, topic) + "source->target.groups = " + groupMM2 + "\n"
+	name := testkit.StartMM2(t, props)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("MirrorMaker 2 log:\n%s", tail(testkit.MM2Log(t, name), 4000))
+		}
+	})
+
+	// Wait for MM2 to copy everything and to sync the last offset of every partition.
+	const syncsTopic = "mm2-offset-syncs.target.internal"
+	var syncs []mm2.OffsetSync
+	testkit.WaitFor(t, 3*time.Minute, "MM2's offset syncs for the last record of every partition", func() bool {
+		ctx := testkit.Context(t, 20*time.Second)
+		s, err := offsetSyncs(ctx, c.Source.Bootstrap, syncsTopic, topic)
+		if err != nil {
+			return false
+		}
+		last := map[int32]bool{}
+		for _, x := range s {
+			if x.UpstreamOffset == perPartition-1 {
+				last[x.Partition] = true
+			}
+		}
+		syncs = s
+		return len(last) == partitions
+	})
+	t.Logf("MM2 wrote %d offset syncs for %s", len(syncs), topic)
+
+	// Both groups sit at the same positions: at the end, in the middle, at the start, near the
+	// end.
+	positions := map[int32]int64{0: perPartition, 1: 500, 2: 0, 3: 777}
+	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
+	commitGroup(t, c.Source.Bootstrap, groupGo, topic, positions, "md")
+
+	var byMM2 map[int32]mm2.Checkpoint
+	testkit.WaitFor(t, 2*time.Minute, "MM2's checkpoints of "+groupMM2, func() bool {
+		ctx := testkit.Context(t, 20*time.Second)
+		cps, err := groupCheckpoints(ctx, c.Target.Bootstrap, "source.checkpoints.internal", groupMM2, remote)
+		if err != nil {
+			return false
+		}
+		byMM2 = cps
+		return len(cps) == partitions
+	})
+	testkit.StopMM2(t, name)
+
+	// mm2go's round for the second group, from MM2's offset syncs.
+	topics, err := filter.Topics(topic, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := filter.Groups(groupGo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(b string) checkpoint.ClientFunc {
+		return func(_ context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+			return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b)}, extra...)...)
+		}
+	}
+	j, err := checkpoint.New(context.Background(), checkpoint.Options{
+		SourceAlias: "source", TargetAlias: "target", Topics: topics, Groups: groups,
+		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: true,
+	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sum, err := j.Round(testkit.Context(t, 2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.CheckpointsWritten != partitions || sum.SyncedOffsets != partitions {
+		t.Errorf("round wrote %d checkpoints and synced %d offsets, want %d each: %+v", sum.CheckpointsWritten, sum.SyncedOffsets, partitions, sum)
+	}
+	byGo, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupGo, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// MM2's translation algorithm applied to MM2's syncs (read in topic order).
+	ref := offsetsync.NewStore()
+	for _, s := range syncs {
+		ref.Add(s)
+	}
+	ref.ReadToEnd()
+	t.Logf("partition  source group  exact  MM2 checkpoint  mm2go checkpoint  (downstream offsets; exact = upstream + %d)", filler)
+	for p := int32(0); p < partitions; p++ {
+		up := positions[p]
+		want, ok := ref.Translate(topic, p, up)
+		if !ok || want < 0 {
+			t.Fatalf("p%d: MM2's syncs cannot translate %d", p, up)
+		}
+		goCP, mmCP := byGo[p], byMM2[p]
+		t.Logf("%9d  %12d  %5d  %14d  %16d", p, up, up+filler, mmCP.DownstreamOffset, goCP.DownstreamOffset)
+		wantCP := mm2.Checkpoint{Group: groupGo, Topic: remote, Partition: p, UpstreamOffset: up, DownstreamOffset: want, Metadata: "md"}
+		if goCP != wantCP {
+			t.Errorf("p%d: mm2go checkpoint %v, want %v", p, goCP, wantCP)
+		}
+		if mmCP.UpstreamOffset != up || mmCP.DownstreamOffset != goCP.DownstreamOffset || mmCP.Metadata != goCP.Metadata {
+			t.Errorf("p%d: MM2 checkpointed %v, mm2go %v", p, mmCP, goCP)
+		}
+		if goCP.DownstreamOffset > up+filler {
+			t.Errorf("p%d: downstream %d is past the exact position %d: records would be skipped", p, goCP.DownstreamOffset, up+filler)
+		}
+	}
+
+	// Genuine RemoteClusterUtils reads mm2go's checkpoints (and MM2's) back.
+	if got, want := mirrorClientTool(t, c, "translate", c.Target.Bootstrap, "source", groupGo), checkpointLines(byGo); !reflect.DeepEqual(got, want) {
+		t.Errorf("RemoteClusterUtils.translateOffsets(%s) = %q, want %q", groupGo, got, want)
+	} else {
+		t.Logf("RemoteClusterUtils.translateOffsets(%s): %q", groupGo, got)
+	}
+	if got, want := mirrorClientTool(t, c, "translate", c.Target.Bootstrap, "source", groupMM2), checkpointLines(byMM2); !reflect.DeepEqual(got, want) {
+		t.Errorf("RemoteClusterUtils.translateOffsets(%s) = %q, want %q", groupMM2, got, want)
+	}
+
+	// The synced group resumes on the target without skipping: the first record each
+	// partition delivers is at or before the source group's position.
+	resp, err := testkit.Admin(t, c.Target.Bootstrap).FetchOffsets(testkit.Context(t, 30*time.Second), groupGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = testkit.Admin(t, c.Target.Bootstrap).DeleteGroup(context.Background(), groupGo) })
+	ends, err := testkit.Admin(t, c.Target.Bootstrap).ListEndOffsets(testkit.Context(t, 30*time.Second), remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < partitions; p++ {
+		o, ok := resp.Lookup(remote, p)
+		if !ok || o.At != byGo[p].DownstreamOffset {
+			t.Errorf("p%d: target group offset %+v, want %d", p, o, byGo[p].DownstreamOffset)
+			continue
+		}
+		end, _ := ends.Lookup(remote, p)
+		if o.At >= end.Offset {
+			t.Logf("p%d: resumes at the end (source group was at %d)", p, positions[p])
+			continue
+		}
+		first := firstRecordOfGroup(t, c.Target.Bootstrap, groupGo, remote, p)
+		u := upstreamOffsetOf(t, first.Value)
+		if u > positions[p] {
+			t.Errorf("p%d: resumed at upstream %d, past the source position %d", p, u, positions[p])
+		}
+		t.Logf("p%d: source group at %d, target group resumes at upstream %d (%d records read again)", p, positions[p], u, positions[p]-u)
+	}
+}
+
+// firstRecordOfGroup reads the record at the committed offset of group for one partition.
+func firstRecordOfGroup(t *testing.T, bootstrap, group, topic string, partition int32) *kgo.Record {
+	t.Helper()
+	resp, err := testkit.Admin(t, bootstrap).FetchOffsets(testkit.Context(t, 30*time.Second), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := resp.Lookup(topic, partition)
+	cl := testkit.Client(t, bootstrap, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(o.At)}}))
+	ctx := testkit.Context(t, 30*time.Second)
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s[%d]@%d: %v", topic, partition, o.At, ctx.Err())
+		}
+		for _, r := range fs.Records() {
+			return r
+		}
+	}
+}
