@@ -349,3 +349,12 @@ func (p Profile) CheckBudget(ctx context.Context, adm *kadm.Client, want map[str
 	}
 	return nil
 }
+
+// SettingsProfile returns the profile of the cluster that s describes.
+func SettingsProfile(s Settings) (Profile, error) {
+	bootstrap, err := Bootstrap(s)
+	if err != nil {
+		return Profile{}, err
+	}
+	return NewProfile(s.Alias, ProfileConfig{}, bootstrap, s.EventHubsConnectionString.IsSet(), s.ProducerCompressionType)
+}

@@ -29,7 +29,11 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 		if side == Target {
 			s = cfg.Target
 		}
-		return cluster.NewClient(ctx, s, logger, extra...)
+		p, err := cluster.SettingsProfile(s)
+		if err != nil {
+			return nil, err
+		}
+		return cluster.NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
 	}
 }
 
@@ -61,6 +65,12 @@ func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)
 		OffsetStoragePartitions:           int32(cfg.OffsetStoragePartitions),
 		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),
 		ExactlyOnce:                       cfg.ExactlyOnce,
+	}
+	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
+		return Options{}, err
+	}
+	if o.TargetProfile, err = cluster.SettingsProfile(cfg.Target); err != nil {
+		return Options{}, err
 	}
 	if lookupEnv != nil {
 		if v, ok := lookupEnv(EnvAutoOffsetReset); ok {

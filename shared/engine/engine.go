@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/policy"
 )
@@ -100,6 +101,12 @@ type Options struct {
 	FetchMaxBytes int32
 	// ProducerLinger is how long the target producer waits to fill batches; 0 means 5ms.
 	ProducerLinger time.Duration
+
+	// SourceProfile and TargetProfile are what each cluster allows (cluster.SettingsProfile):
+	// on Event Hubs, no topic config sync, internal topics compacted only where the tier
+	// compacts, and topic/partition budgets checked before anything is created. The zero
+	// value is a plain Kafka cluster.
+	SourceProfile, TargetProfile cluster.Profile
 }
 
 func (o *Options) withDefaults() error {
@@ -200,10 +207,12 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		src.Close()
 		return nil, fmt.Errorf("connecting to target cluster: %w", err)
 	}
-	return &Engine{
+	e := &Engine{
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-	}, nil
+	}
+	e.logProfiles()
+	return e, nil
 }
 
 // Close releases the engine's clients.

@@ -33,7 +33,7 @@ func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
 		adm = e.tgtAdm
 	}
 	if _, err := ensureTopic(ctx, adm, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
-		map[string]*string{"cleanup.policy": strp("compact")}); err != nil {
+		e.internalTopicConfigs(side)); err != nil {
 		return nil, fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
 	}
 	cl, err := e.dial(ctx, side, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(e.opts.ProducerLinger),

@@ -27,7 +27,7 @@ func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
 // OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
 func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, error) {
 	return ensureTopic(ctx, e.tgtAdm, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
-		e.opts.OffsetStorageReplicationFactor, map[string]*string{"cleanup.policy": strp("compact")})
+		e.opts.OffsetStorageReplicationFactor, e.internalTopicConfigs(Target))
 }
 
 // positionRecord returns the Connect offsets record storing last as the position of tp.

@@ -54,6 +54,9 @@ func (e *Engine) DiscoverTopics(ctx context.Context) ([]Topic, error) {
 // the source's copyable non-default configs), adds partitions where the source grew and, with
 // SyncTopicConfigs, syncs the configs of existing remote topics.
 func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
+	if err := e.checkBudgets(ctx, topics); err != nil {
+		return err
+	}
 	if len(topics) == 0 {
 		return nil
 	}
@@ -92,9 +95,11 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 		for i, t := range missing {
 			names[i] = t.Source
 		}
-		srcConfigs, err := e.describeConfigs(ctx, e.src, names)
-		if err != nil {
-			return err
+		srcConfigs := map[string][]topicConfig{}
+		if e.copyConfigs() {
+			if srcConfigs, err = e.describeConfigs(ctx, e.src, names); err != nil {
+				return err
+			}
 		}
 		for _, t := range missing {
 			configs := map[string]*string{}
@@ -118,7 +123,7 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 			}
 		}
 	}
-	if e.opts.SyncTopicConfigs && len(existing) > 0 {
+	if e.opts.SyncTopicConfigs && e.copyConfigs() && len(existing) > 0 {
 		if err := e.syncConfigs(ctx, existing); err != nil {
 			return err
 		}
