@@ -2,15 +2,18 @@ package heartbeat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/serve"
@@ -21,7 +24,7 @@ import (
 func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Job, error) {
 	pol, err := cfg.Policy()
 	if err != nil {
-		return nil, err
+		return nil, &cli.ConfigError{Err: err}
 	}
 	opts := Options{
 		SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, Policy: pol,
@@ -29,6 +32,9 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		DisableHeartbeats:                !cfg.EmitHeartbeatsEnabled,
 		DisableReverse:                   !cfg.ReverseHeartbeatsEnabled,
 		WriteConnectOffsets:              true,
+	}
+	if err := opts.withDefaults(); err != nil {
+		return nil, &cli.ConfigError{Err: err}
 	}
 	j, err := New(ctx, opts, clientFunc(cfg.Source, logger), clientFunc(cfg.Target, logger), logger)
 	if err != nil {
@@ -76,10 +82,31 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 	return serve.Text(http.StatusInternalServerError, "heartbeat round failed: %v", err)
 }
 
-// Run runs one round and logs its summary; it is the `run` sub-command.
-func (j *Job) Run(ctx context.Context) error {
-	if _, err := j.Round(ctx); err != nil {
+// RunCommand is the `run` sub-command: one round, its summary logged and
+// printed as JSON on stdout.
+func RunCommand(ctx context.Context, env cli.Env) error {
+	j, err := FromConfig(ctx, env.Config, env.Logger)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	sum, err := j.Round(ctx)
+	if b, jerr := json.Marshal(sum); jerr == nil {
+		fmt.Fprintf(env.Stdout, "%s\n", b)
+	}
+	if err != nil {
 		return fmt.Errorf("heartbeat round: %w", err)
 	}
 	return nil
+}
+
+// ServeCommand is the `serve` sub-command: every CloudEvent runs one round
+// (see Job.Handle); /readyz checks both clusters.
+func ServeCommand(ctx context.Context, env cli.Env) error {
+	j, err := FromConfig(ctx, env.Config, env.Logger)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port))}, env.Logger, j)
 }
