@@ -201,7 +201,7 @@ func TestIntegrationFailedConnectionLeaksNoSecret(t *testing.T) {
 			cl, err := NewClient(ctx, test.s, logger,
 				kgo.WithLogger(KafkaLogger(logger, slog.LevelDebug, test.s)),
 				kgo.DefaultProduceTopic(testkit.Name(t, "never")),
-				kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second))
+				kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestIntegrationFailedConnectionLeaksNoSecret(t *testing.T) {
 			errs = append(errs, Ping(pctx, cl, test.s))
 			cancel()
 			// A produce retries the connection in the background: more log lines.
-			pctx, cancel = context.WithTimeout(ctx, 6*time.Second)
+			pctx, cancel = context.WithTimeout(ctx, 3*time.Second)
 			if err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 				errs = append(errs, ConnectError(test.s, err))
 			}
