@@ -115,9 +115,7 @@ func (j *Job) ping(ctx context.Context) error {
 		_, err := c.adm.BrokerMetadata(pctx)
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+			// Also when ctx ran out: the cluster did not answer in time.
 			if j.describe != nil {
 				err = j.describe(c.name, err)
 			}
