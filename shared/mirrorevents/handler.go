@@ -1,0 +1,382 @@
+package mirrorevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/serve"
+)
+
+// Copier is what the handler needs from the replication engine (EngineCopier adapts
+// shared/engine). Errors wrapped with Permanent make the event final (400); any other error is
+// transient (503, retried by KafkaSource).
+type Copier interface {
+	// Selected reports whether the flow replicates source topic t.
+	Selected(t string) bool
+	// Position returns the next source offset to copy for a partition (the stored position,
+	// MM2's last copied offset, plus one); ok is false when no position is stored.
+	Position(ctx context.Context, topic string, partition int32) (next int64, ok bool, err error)
+	// CopyThrough copies the partition from its stored position through at least offset,
+	// reading exact bytes from the source, and returns once records, offset syncs and the new
+	// position are durable on the target. next is the new stored position plus one (> offset).
+	CopyThrough(ctx context.Context, topic string, partition int32, offset int64) (next int64, err error)
+	// WriteAt writes rec (payload mode) as the copy of source offset rec.Offset of
+	// topic/partition, which is the partition's next offset to copy, and returns once the
+	// record, its offset sync and the position rec.Offset are durable.
+	WriteAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error
+	// Burst runs one burst and returns its JSON-able summary.
+	Burst(ctx context.Context) (any, error)
+	// Ready reports whether both clusters are reachable.
+	Ready(ctx context.Context) error
+}
+
+// PermanentError marks an error no retry can fix (answered 400).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// Mode is MM2_EVENT_MODE.
+type Mode string
+
+// Event modes.
+const (
+	// ModeFetch (default): a record event triggers a copy from the source of its partition
+	// through at least its offset; the event's data is not used.
+	ModeFetch Mode = "fetch"
+	// ModePayload: the event's data, key, headers and time become the target record.
+	ModePayload Mode = "payload"
+)
+
+// Options configure a Handler. Zero values mean the documented defaults.
+type Options struct {
+	// Mode overrides the default of ModeFetch.
+	Mode Mode
+	// BurstEventTypes are the CloudEvent types that run a burst besides PingSource's. Empty:
+	// every event that is not a record event runs a burst.
+	BurstEventTypes []string
+	// KeyType is the KafkaSource's key-type label (payload mode), overriding the default of
+	// KeyString.
+	KeyType KeyType
+	// CopyTimeout bounds one shared copy of a partition, overriding the default of 4m. The copy
+	// runs detached from the requests waiting on it, so a client that gives up does not abort a
+	// copy others wait for.
+	CopyTimeout time.Duration
+	// BurstTimeout bounds one burst, overriding the default of 4m30s.
+	BurstTimeout time.Duration
+}
+
+// Handler answers KafkaSource record events and burst triggers for the mirror function. It
+// implements serve.Handler and serve.Readier.
+type Handler struct {
+	c    Copier
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // parent of detached copies; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	parts map[tp]*partition
+
+	burstMu sync.Mutex
+	burst   *flight // running burst, shared by concurrent triggers
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// partition is the handler's knowledge of one source partition.
+type partition struct {
+	mu     sync.Mutex
+	next   int64   // every source offset < next is durable on the target; -1 unknown
+	flight *flight // running copy, nil if none
+	want   int64   // highest offset requested while flight ran
+
+	write chan struct{} // payload mode: one writer per partition (a lock that respects ctx)
+}
+
+// flight is one running copy or burst that several requests may wait on.
+type flight struct {
+	through int64
+	done    chan struct{}
+	next    int64
+	summary any
+	err     error
+}
+
+// New returns a Handler over c.
+func New(c Copier, opts Options, logger *slog.Logger) (*Handler, error) {
+	if c == nil {
+		return nil, errors.New("mirrorevents: a copier is required")
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeFetch
+	case ModeFetch, ModePayload:
+	default:
+		return nil, fmt.Errorf("mirrorevents: event mode %q: want fetch or payload", opts.Mode)
+	}
+	if opts.KeyType == "" {
+		opts.KeyType = KeyString
+	}
+	if _, err := ParseKeyType(string(opts.KeyType)); err != nil {
+		return nil, fmt.Errorf("mirrorevents: %w", err)
+	}
+	if opts.CopyTimeout <= 0 {
+		opts.CopyTimeout = 4 * time.Minute
+	}
+	if opts.BurstTimeout <= 0 {
+		opts.BurstTimeout = 4*time.Minute + 30*time.Second
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Handler{c: c, opts: opts, log: logger, ctx: ctx, cancel: cancel, parts: map[tp]*partition{}}, nil
+}
+
+// Close cancels running copies and bursts and waits for them to stop. Call it after the server
+// has shut down (in-flight requests answered).
+func (h *Handler) Close() {
+	h.cancel()
+	h.wg.Wait()
+}
+
+// Ready reports whether the clusters are reachable.
+func (h *Handler) Ready(ctx context.Context) error { return h.c.Ready(ctx) }
+
+var _ serve.Handler = (*Handler)(nil)
+var _ serve.Readier = (*Handler)(nil)
+
+// Handle answers one CloudEvent: 2xx only once the record(s) and the stored position are durable
+// on the target; 400 for events that can never succeed; 503 when a cluster is unavailable or the
+// copy did not finish in time (KafkaSource retries it). Every non-2xx body says why.
+func (h *Handler) Handle(ctx context.Context, e event.Event) protocol.Result {
+	if IsRecordEvent(e) {
+		return h.record(ctx, e)
+	}
+	if e.Type() == TypePing || len(h.opts.BurstEventTypes) == 0 || slices.Contains(h.opts.BurstEventTypes, e.Type()) {
+		return h.runBurst(ctx)
+	}
+	return cehttp.NewResult(http.StatusBadRequest, "event type %q is neither a KafkaSource record event (%s) nor a burst trigger (%s or MM2_BURST_EVENT_TYPES %v)",
+		e.Type(), TypeKafkaEvent, TypePing, h.opts.BurstEventTypes)
+}
+
+func (h *Handler) record(ctx context.Context, e event.Event) protocol.Result {
+	re, err := ParseRecordEvent(e, h.opts.KeyType, h.opts.Mode == ModePayload)
+	if err != nil {
+		return cehttp.NewResult(http.StatusBadRequest, "%v", err)
+	}
+	if !h.c.Selected(re.Topic) {
+		return cehttp.NewResult(http.StatusBadRequest, "topic %q is not replicated by this flow (topics/topics.exclude filters, internal topic or replication cycle)", re.Topic)
+	}
+	key := tp{re.Topic, re.Partition}
+	if h.opts.Mode == ModePayload && re.Record != nil {
+		err = h.payload(ctx, key, re)
+	} else {
+		err = h.fetch(ctx, key, re.Offset)
+	}
+	return h.result(ctx, re, err)
+}
+
+// result maps a copy outcome to the answer.
+func (h *Handler) result(ctx context.Context, re RecordEvent, err error) protocol.Result {
+	if err == nil {
+		return nil
+	}
+	var pe *PermanentError
+	var ee *EventError
+	switch {
+	case errors.As(err, &pe), errors.As(err, &ee):
+		h.log.Warn("record event rejected", "topic", re.Topic, "partition", re.Partition, "offset", re.Offset, "err", err)
+		return cehttp.NewResult(http.StatusBadRequest, "%s[%d]@%d: %v", re.Topic, re.Partition, re.Offset, err)
+	case ctx.Err() != nil:
+		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: copy not durable yet after the request's time budget (%v); retry", re.Topic, re.Partition, re.Offset, ctx.Err())
+	default:
+		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: %v", re.Topic, re.Partition, re.Offset, err)
+	}
+}
+
+func (h *Handler) part(k tp) *partition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.parts[k]
+	if p == nil {
+		p = &partition{next: -1, want: -1, write: make(chan struct{}, 1)}
+		h.parts[k] = p
+	}
+	return p
+}
+
+// fetch makes offset durable on the target: at once if this process already knows it is, else
+// by joining a running copy of the partition that will cover it, else by starting one that
+// copies through at least the highest offset requested meanwhile.
+func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
+	p := h.part(k)
+	for {
+		p.mu.Lock()
+		if p.next > offset {
+			p.mu.Unlock()
+			return nil
+		}
+		if f := p.flight; f != nil {
+			p.want = max(p.want, offset)
+			p.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if f.err != nil && f.through >= offset {
+				return f.err // the copy meant to cover this offset failed
+			}
+			continue
+		}
+		f := &flight{through: max(offset, p.want), done: make(chan struct{})}
+		p.want = -1
+		p.flight = f
+		p.mu.Unlock()
+		h.wg.Add(1)
+		go h.runCopy(k, p, f)
+	}
+}
+
+// runCopy runs one shared copy, detached from the requests that wait on it.
+func (h *Handler) runCopy(k tp, p *partition, f *flight) {
+	defer h.wg.Done()
+	ctx, cancel := context.WithTimeout(h.ctx, h.opts.CopyTimeout)
+	defer cancel()
+	start := time.Now()
+	known := p.nextKnown()
+	if known < 0 {
+		// First event for this partition in this process: the stored position may already
+		// cover it (a redelivery after a restart), which costs one read instead of a copy.
+		if n, ok, err := h.c.Position(ctx, k.topic, k.partition); err == nil && ok {
+			known = n
+		}
+	}
+	if known > f.through {
+		f.next = known
+	} else {
+		f.next, f.err = h.c.CopyThrough(ctx, k.topic, k.partition, f.through)
+		if f.err == nil && f.next <= f.through {
+			f.err = fmt.Errorf("copy of %s[%d] ended at %d, before offset %d", k.topic, k.partition, f.next, f.through)
+		}
+		if f.err != nil {
+			h.log.Warn("copy failed", "topic", k.topic, "partition", k.partition, "through", f.through, "err", f.err)
+		} else {
+			h.log.Debug("copied", "topic", k.topic, "partition", k.partition, "through", f.through, "next", f.next, "duration_ms", time.Since(start).Milliseconds())
+		}
+	}
+	p.mu.Lock()
+	if f.err == nil && f.next > p.next {
+		p.next = f.next
+	}
+	p.flight = nil
+	p.mu.Unlock()
+	close(f.done)
+}
+
+func (p *partition) nextKnown() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
+}
+
+// payload writes the event's record if it is the partition's next offset. An offset already
+// copied is answered at once. An offset beyond the next one means records in between were not
+// delivered to this process (transaction markers and aborted records, compaction, retention,
+// a dead-lettered event, another replica, or no stored position yet): they are fetched from the
+// source through this offset (fetch mode for the gap), so nothing is skipped (docs/events.md).
+func (h *Handler) payload(ctx context.Context, k tp, re RecordEvent) error {
+	p := h.part(k)
+	select {
+	case p.write <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.write }()
+
+	next := p.nextKnown()
+	if next < 0 {
+		n, ok, err := h.c.Position(ctx, k.topic, k.partition)
+		if err != nil {
+			return err
+		}
+		if ok {
+			next = n
+			p.mu.Lock()
+			p.next = max(p.next, n)
+			p.mu.Unlock()
+		}
+	}
+	switch {
+	case next > re.Offset:
+		return nil // already copied: write nothing twice
+	case next == re.Offset:
+		if err := h.c.WriteAt(ctx, k.topic, k.partition, re.Record); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.next = max(p.next, re.Offset+1)
+		p.mu.Unlock()
+		return nil
+	default:
+		h.log.Info("payload event beyond the stored position: fetching the gap from the source",
+			"topic", k.topic, "partition", k.partition, "offset", re.Offset, "next", next)
+		return h.fetch(ctx, k, re.Offset)
+	}
+}
+
+// runBurst runs one burst, or joins the one running, and answers its JSON summary.
+func (h *Handler) runBurst(ctx context.Context) protocol.Result {
+	h.burstMu.Lock()
+	f := h.burst
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		h.burst = f
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			bctx, cancel := context.WithTimeout(h.ctx, h.opts.BurstTimeout)
+			defer cancel()
+			f.summary, f.err = h.c.Burst(bctx)
+			h.burstMu.Lock()
+			h.burst = nil
+			h.burstMu.Unlock()
+			close(f.done)
+		}()
+	}
+	h.burstMu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return cehttp.NewResult(http.StatusServiceUnavailable, "burst still running after the request's time budget (%v); it continues and commits its progress", ctx.Err())
+	}
+	if f.err != nil {
+		var pe *PermanentError
+		if errors.As(f.err, &pe) {
+			return cehttp.NewResult(http.StatusBadRequest, "burst: %v", f.err)
+		}
+		return cehttp.NewResult(http.StatusServiceUnavailable, "burst failed: %v", f.err)
+	}
+	return serve.JSON(http.StatusOK, f.summary)
+}

@@ -1,0 +1,327 @@
+package mirrorevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/serve"
+)
+
+// fakeCopier is a Copier over an in-memory "source" of end offsets and a "target" log.
+type fakeCopier struct {
+	mu       sync.Mutex
+	ends     map[tp]int64
+	next     map[tp]int64 // stored position + 1
+	written  map[tp][]int64
+	payloads map[tp][]*kgo.Record
+	copies   atomic.Int32
+	gate     chan struct{} // if set, CopyThrough waits for it
+	err      error         // returned by CopyThrough/WriteAt when set
+	selected func(string) bool
+}
+
+func newFake() *fakeCopier {
+	return &fakeCopier{ends: map[tp]int64{}, next: map[tp]int64{}, written: map[tp][]int64{}, payloads: map[tp][]*kgo.Record{},
+		selected: func(t string) bool { return !strings.HasPrefix(t, "excluded") }}
+}
+
+func (f *fakeCopier) Selected(t string) bool { return f.selected(t) }
+func (f *fakeCopier) Ready(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+func (f *fakeCopier) Position(_ context.Context, t string, p int32) (int64, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.next[tp{t, p}]
+	return n, ok, nil
+}
+func (f *fakeCopier) CopyThrough(ctx context.Context, t string, p int32, off int64) (int64, error) {
+	f.copies.Add(1)
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, f.err
+	}
+	k := tp{t, p}
+	end := f.ends[k]
+	if off >= end {
+		return 0, Permanent(fmt.Errorf("offset %d beyond end %d", off, end))
+	}
+	for o := f.next[k]; o < end; o++ {
+		f.written[k] = append(f.written[k], o)
+	}
+	f.next[k] = end
+	return end, nil
+}
+func (f *fakeCopier) WriteAt(_ context.Context, t string, p int32, rec *kgo.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	k := tp{t, p}
+	if rec.Offset != f.next[k] {
+		return fmt.Errorf("write at %d, next is %d", rec.Offset, f.next[k])
+	}
+	f.written[k] = append(f.written[k], rec.Offset)
+	f.payloads[k] = append(f.payloads[k], rec)
+	f.next[k] = rec.Offset + 1
+	return nil
+}
+func (f *fakeCopier) Burst(context.Context) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return map[string]int{"records": 42}, nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// kafkaEvent builds a record event as KafkaSource sends it.
+func kafkaEvent(topic string, p int32, off int64) event.Event {
+	e := event.New()
+	e.SetID(fmt.Sprintf("partition:%d/offset:%d", p, off))
+	e.SetSource("/apis/v1/namespaces/ns/kafkasources/src#" + topic)
+	e.SetType(TypeKafkaEvent)
+	e.SetSubject(fmt.Sprintf("partition:%d#%d", p, off))
+	e.SetTime(time.UnixMilli(1_600_000_000_123))
+	e.SetExtension(ExtPartition, fmt.Sprint(p))
+	e.SetExtension(ExtOffset, fmt.Sprint(off))
+	return e
+}
+
+func post(t *testing.T, h http.Handler, e event.Event) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/", nil)
+	req.Header.Set("ce-specversion", "1.0")
+	req.Header.Set("ce-id", e.ID())
+	req.Header.Set("ce-source", e.Source())
+	req.Header.Set("ce-type", e.Type())
+	if e.Subject() != "" {
+		req.Header.Set("ce-subject", e.Subject())
+	}
+	if !e.Time().IsZero() {
+		req.Header.Set("ce-time", e.Time().UTC().Format(time.RFC3339Nano))
+	}
+	if e.DataContentType() != "" {
+		req.Header.Set("content-type", e.DataContentType())
+	}
+	for k, v := range e.Extensions() {
+		req.Header.Set("ce-"+k, fmt.Sprint(v))
+	}
+	req.Body = io.NopCloser(strings.NewReader(string(e.Data())))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code, w.Body.String()
+}
+
+func newTestHandler(t *testing.T, f *fakeCopier, opts Options) (*Handler, http.Handler) {
+	t.Helper()
+	h, err := New(f, opts, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, serve.NewHTTPHandler(serve.Config{}, quiet(), h)
+}
+
+func TestFetchCopiesOnceAndAnswersRedeliveriesAtOnce(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 0}] = 10
+	_, hh := newTestHandler(t, f, Options{})
+	for off := int64(0); off < 10; off++ {
+		if code, body := post(t, hh, kafkaEvent("orders", 0, off)); code != 200 {
+			t.Fatalf("offset %d: %d %s", off, code, body)
+		}
+	}
+	// Redeliveries.
+	for off := int64(0); off < 10; off++ {
+		if code, _ := post(t, hh, kafkaEvent("orders", 0, off)); code != 200 {
+			t.Fatalf("redelivery %d: %d", off, code)
+		}
+	}
+	if n := f.copies.Load(); n != 1 {
+		t.Fatalf("%d copies, want 1 (first event copies to the end, the rest are already copied)", n)
+	}
+	if got := len(f.written[tp{"orders", 0}]); got != 10 {
+		t.Fatalf("%d records written, want 10", got)
+	}
+}
+
+func TestFetchCoalescesConcurrentEvents(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 1}] = 100
+	f.gate = make(chan struct{})
+	_, hh := newTestHandler(t, f, Options{})
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = post(t, hh, kafkaEvent("orders", 1, int64(i*2)))
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let them all queue behind the first copy
+	close(f.gate)
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("event %d: %d", i, c)
+		}
+	}
+	if n := f.copies.Load(); n > 2 {
+		t.Fatalf("%d copies for 50 concurrent events, want at most 2 (one running, one for the rest)", n)
+	}
+	if got := len(f.written[tp{"orders", 1}]); got != 100 {
+		t.Fatalf("%d records written, want 100 exactly once", got)
+	}
+}
+
+func TestStoredPositionAnswersWithoutCopy(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 0}] = 10
+	f.next[tp{"orders", 0}] = 8 // a previous process copied 0..7
+	_, hh := newTestHandler(t, f, Options{})
+	if code, _ := post(t, hh, kafkaEvent("orders", 0, 5)); code != 200 {
+		t.Fatal(code)
+	}
+	if n := f.copies.Load(); n != 0 {
+		t.Fatalf("%d copies for an already copied offset", n)
+	}
+}
+
+func TestStatusCodes(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 0}] = 3
+	_, hh := newTestHandler(t, f, Options{})
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 3)); code != 400 || !strings.Contains(body, "beyond end") {
+		t.Fatalf("offset beyond end: %d %s", code, body)
+	}
+	if code, body := post(t, hh, kafkaEvent("excluded-topic", 0, 0)); code != 400 || !strings.Contains(body, "not replicated") {
+		t.Fatalf("excluded topic: %d %s", code, body)
+	}
+	f.mu.Lock()
+	f.err = errors.New("target cluster unreachable: dial tcp: connection refused")
+	f.mu.Unlock()
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 1)); code != 503 || !strings.Contains(body, "unreachable") {
+		t.Fatalf("target down: %d %s", code, body)
+	}
+	if code, body := post(t, hh, event.Event{}); code != 400 && code != 415 {
+		t.Fatalf("empty: %d %s", code, body)
+	}
+	f.mu.Lock()
+	f.err = nil
+	f.mu.Unlock()
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 1)); code != 200 {
+		t.Fatalf("after recovery: %d %s", code, body)
+	}
+}
+
+func TestBurstEvents(t *testing.T) {
+	f := newFake()
+	ping := event.New()
+	ping.SetID("u1")
+	ping.SetSource("/apis/v1/namespaces/ns/pingsources/tick")
+	ping.SetType(TypePing)
+	other := event.New()
+	other.SetID("u2")
+	other.SetSource("/x")
+	other.SetType("com.example.other")
+	custom := other.Clone()
+	custom.SetType("com.example.drain")
+
+	_, hh := newTestHandler(t, f, Options{BurstEventTypes: []string{"com.example.drain"}})
+	for name, tc := range map[string]struct {
+		e    event.Event
+		code int
+		body string
+	}{
+		"ping":       {ping, 200, `"records":42`},
+		"configured": {custom, 200, `"records":42`},
+		"other":      {other, 400, "neither"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if code, body := post(t, hh, tc.e); code != tc.code || !strings.Contains(body, tc.body) {
+				t.Fatalf("%d %s", code, body)
+			}
+		})
+	}
+	_, any := newTestHandler(t, f, Options{})
+	if code, body := post(t, any, other); code != 200 {
+		t.Fatalf("any type bursts when BurstEventTypes is empty: %d %s", code, body)
+	}
+	f.err = errors.New("source down")
+	if code, body := post(t, any, ping); code != 503 || !strings.Contains(body, "source down") {
+		t.Fatalf("failed burst: %d %s", code, body)
+	}
+}
+
+func TestPayloadMode(t *testing.T) {
+	f := newFake()
+	k := tp{"orders", 0}
+	f.ends[k] = 20
+	f.next[k] = 5
+	_, hh := newTestHandler(t, f, Options{Mode: ModePayload, KeyType: KeyByteArray})
+	ev := func(off int64, data string) event.Event {
+		e := kafkaEvent("orders", 0, off)
+		_ = e.SetData("text/plain", []byte(data))
+		e.SetExtension(ExtKey, "AAH/") // 00 01 ff
+		e.SetExtension("kafkaheaderxtrace", "abc")
+		return e
+	}
+	// In order: written from the payload.
+	for off := int64(5); off < 8; off++ {
+		if code, body := post(t, hh, ev(off, fmt.Sprint("v", off))); code != 200 {
+			t.Fatalf("%d: %d %s", off, code, body)
+		}
+	}
+	// Older: nothing written.
+	if code, _ := post(t, hh, ev(6, "again")); code != 200 {
+		t.Fatal(code)
+	}
+	if len(f.payloads[k]) != 3 || f.copies.Load() != 0 {
+		t.Fatalf("payload writes %d, copies %d", len(f.payloads[k]), f.copies.Load())
+	}
+	r := f.payloads[k][0]
+	if string(r.Value) != "v5" || string(r.Key) != "\x00\x01\xff" || len(r.Headers) != 2 ||
+		r.Headers[0].Key != "content-type" || r.Headers[1].Key != "xtrace" || string(r.Headers[1].Value) != "abc" ||
+		r.Timestamp.UnixMilli() != 1_600_000_000_123 {
+		t.Fatalf("rebuilt record: %+v", r)
+	}
+	// A gap (8, 9 never delivered): fetched from the source through the end.
+	if code, body := post(t, hh, ev(10, "v10")); code != 200 {
+		t.Fatalf("gap: %d %s", code, body)
+	}
+	if f.copies.Load() != 1 || f.next[k] != 20 {
+		t.Fatalf("gap fill: copies %d next %d", f.copies.Load(), f.next[k])
+	}
+	want := []int64{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	if fmt.Sprint(f.written[k]) != fmt.Sprint(want) {
+		t.Fatalf("written %v, want %v", f.written[k], want)
+	}
+}
