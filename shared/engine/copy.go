@@ -30,6 +30,10 @@ type partState struct {
 	records   int64
 	bytes     int64
 	written   int64 // position last written, -1 none
+	// Metrics: upstream offset whose acknowledgement is the latency sample (-1 none), and the
+	// records and bytes already reported.
+	sampleUp             int64
+	repRecords, repBytes int64
 
 	done bool // fetch side only: reached the end
 }
@@ -71,7 +75,7 @@ type copier struct {
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsetsParts: offsetsParts, syncs: syncs, space: make(chan struct{}, 1)}
 	for _, w := range works {
-		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1}
+		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
 		c.states = append(c.states, st)
 		c.byTP[w.tp] = st
 	}
@@ -122,7 +126,14 @@ func (c *copier) promise(r *kgo.Record, err error) {
 		st.bytes += size
 	}
 	failed := st.failed
+	sample := up == st.sampleUp
+	if sample {
+		st.sampleUp = -1
+	}
 	st.mu.Unlock()
+	if sample && err == nil {
+		c.e.opts.Metrics.ReplicationLatency(st.ctx, st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
+	}
 
 	if c.inflight.Add(-size) < int64(c.e.opts.MaxBufferedBytes) {
 		select {
@@ -271,6 +282,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 			if st == nil || st.done {
 				return
 			}
+			c.observeFetch(st, ftp.Records)
 			for _, r := range ftp.Records {
 				if r.Offset >= st.w.end {
 					c.markDone(cons, st, &active)
@@ -371,6 +383,7 @@ func prepareCopy(r *kgo.Record, remote string) {
 func (c *copier) writePositions(ctx context.Context) {
 	c.posMu.Lock()
 	defer c.posMu.Unlock()
+	c.reportMetrics(ctx)
 	for _, st := range c.states {
 		st.mu.Lock()
 		pos := st.position()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -101,6 +102,10 @@ type Options struct {
 	FetchMaxBytes int32
 	// ProducerLinger is how long the target producer waits to fill batches; 0 means 5ms.
 	ProducerLinger time.Duration
+
+	// Metrics receives copy metrics (records and bytes copied, record age, replication
+	// latency, lag per partition). Nil records nothing.
+	Metrics *metrics.Recorder
 
 	// SourceProfile and TargetProfile are what each cluster allows (cluster.SettingsProfile):
 	// on Event Hubs, no topic config sync, internal topics compacted only where the tier

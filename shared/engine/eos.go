@@ -309,6 +309,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 			return err
 		}
 	}
+	r.observeCommit(ctx, w, chunk, bytes, last)
 	return nil
 }
 

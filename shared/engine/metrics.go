@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Metrics hooks (Options.Metrics, a nil-safe *metrics.Recorder). They run once per fetched
+// batch and partition, per position flush, or per committed transaction; never per record,
+// except for one offset comparison in the producer's promise to find the sampled record.
+
+// observeFetch records the age of the first record of a fetched batch and marks it as the
+// partition's replication-latency sample unless one is still in flight.
+func (c *copier) observeFetch(st *partState, recs []*kgo.Record) {
+	m := c.e.opts.Metrics
+	if m == nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Attrs.IsControl() || r.Offset < st.w.start || r.Offset >= st.w.end {
+			continue
+		}
+		m.RecordAge(context.Background(), st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
+		st.mu.Lock()
+		if st.sampleUp < 0 {
+			st.sampleUp = r.Offset
+		}
+		st.mu.Unlock()
+		return
+	}
+}
+
+// reportMetrics adds the records and bytes acknowledged since the last report and sets the
+// lag of every partition.
+func (c *copier) reportMetrics(ctx context.Context) {
+	m := c.e.opts.Metrics
+	if m == nil {
+		return
+	}
+	for _, st := range c.states {
+		st.mu.Lock()
+		dr, db := st.records-st.repRecords, st.bytes-st.repBytes
+		st.repRecords, st.repBytes = st.records, st.bytes
+		lag := st.w.end - max(st.w.start, st.lastAcked+1)
+		st.mu.Unlock()
+		m.Copied(ctx, st.w.tp.Topic, st.w.tp.Partition, dr, db)
+		m.Lag(ctx, st.w.tp.Topic, st.w.tp.Partition, lag)
+	}
+}
+
+// observeCommit records one committed exactly-once chunk ending at upstream offset last.
+func (r *eosRun) observeCommit(ctx context.Context, w *work, chunk []*kgo.Record, bytes, last int64) {
+	m := r.e.opts.Metrics
+	if m == nil {
+		return
+	}
+	tp := w.tp
+	m.Copied(ctx, tp.Topic, tp.Partition, int64(len(chunk)), bytes)
+	m.Lag(ctx, tp.Topic, tp.Partition, w.end-(last+1))
+	if len(chunk) > 0 {
+		// Record age is not sampled in exactly-once mode: the chunk is only seen here, after
+		// its commit, where age and latency would be the same figure.
+		m.ReplicationLatency(ctx, tp.Topic, tp.Partition, time.Since(chunk[0].Timestamp))
+	}
+}
