@@ -8,8 +8,9 @@ import (
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/engine"
+	"github.com/mm2go/mm2go/shared/mirrorevents"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand}))
+	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand, Serve: mirrorevents.ServeCommand}))
 }

@@ -1,0 +1,45 @@
+package mirrorevents
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/engine"
+	"github.com/mm2go/mm2go/shared/serve"
+)
+
+// EnvKeyType is the KafkaSource key-type label's value (payload mode), read from the
+// environment until shared/config carries it.
+const EnvKeyType = "MM2_EVENT_KEY_TYPE"
+
+// ServeCommand is `mirror serve`: the mirror function driven by KafkaSource record events and
+// burst triggers (MM2_EVENT_MODE, MM2_BURST_EVENT_TYPES, MM2_EVENT_KEY_TYPE, PORT).
+func ServeCommand(ctx context.Context, env cli.Env) error {
+	cfg := env.Config
+	kt := KeyString
+	if env.LookupEnv != nil {
+		if v, ok := env.LookupEnv(EnvKeyType); ok {
+			k, err := ParseKeyType(v)
+			if err != nil {
+				return &cli.ConfigError{Err: err}
+			}
+			kt = k
+		}
+	}
+	e, err := engine.FromConfig(ctx, cfg, env.LookupEnv, env.Logger)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	c := NewEngineCopier(e, engine.Dialer(cfg, env.Logger),
+		engine.BurstOptions{MaxDuration: cfg.BurstMaxDuration, MaxRecords: cfg.BurstMaxRecords}, env.Logger)
+	defer c.Close()
+	h, err := New(c, Options{Mode: Mode(cfg.EventMode), BurstEventTypes: cfg.BurstEventTypes, KeyType: kt}, env.Logger)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	defer h.Close()
+	env.Logger.Info("mirror serve", "event_mode", string(h.opts.Mode), "key_type", string(kt), "burst_event_types", cfg.BurstEventTypes)
+	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port))}, env.Logger, h)
+}
