@@ -89,6 +89,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReadyTimeout bounds one Ready check, overriding the default of 5s.
 	ReadyTimeout time.Duration
+	// Metrics, if set, answers GET /metrics (metrics.Recorder.Handler: Prometheus text).
+	Metrics http.Handler
 }
 
 // Defaults.
@@ -197,7 +199,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, h Handler) error 
 	return err
 }
 
-// NewHTTPHandler returns the server's routes (/, /healthz, /readyz) as an http.Handler, for
+// NewHTTPHandler returns the server's routes (/, /healthz, /readyz, /metrics) as an http.Handler, for
 // tests with httptest or for mounting on another server. cfg's zero fields take their defaults;
 // Addr, Listener and the server timeouts are not used.
 func NewHTTPHandler(cfg Config, logger *slog.Logger, h Handler) http.Handler {
@@ -206,6 +208,9 @@ func NewHTTPHandler(cfg Config, logger *slog.Logger, h Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
 	mux.HandleFunc("/", s.event)
 	return s.recoverer(mux)
 }
