@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/mm2go/mm2go/shared/mm2"
@@ -51,3 +52,5 @@ func TestRenameTopic(t *testing.T) {
 		}
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
