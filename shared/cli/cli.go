@@ -18,11 +18,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mm2go/mm2go/shared/config"
+	"github.com/mm2go/mm2go/shared/metrics"
 )
 
 // Exit codes of Main.
@@ -40,6 +42,21 @@ var ErrMoreToDo = errors.New("budget reached, more to do")
 // ErrNotImplemented is what a missing sub-command returns.
 var ErrNotImplemented = errors.New("not yet implemented")
 
+// ExitError makes Main exit with Code (a sub-command with its own codes, like verify). Err, if
+// set, is logged.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit code %d", e.Code)
+	}
+	return e.Err.Error()
+}
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // ConfigError marks an error caused by the settings; Main exits with ExitConfig.
 type ConfigError struct{ Err error }
 
@@ -56,6 +73,19 @@ type Env struct {
 	// Progress is where a live progress line may be drawn (with '\r'); nil when stderr is not
 	// a terminal.
 	Progress io.Writer
+	// Metrics records the function's metrics (OTLP when OTEL_EXPORTER_OTLP_* ask for it; the
+	// Prometheus handler for serve's /metrics). Execute flushes it before returning.
+	Metrics *metrics.Recorder
+	// Args are the command-line arguments after the sub-command.
+	Args []string
+}
+
+// Command is an extra sub-command (status, verify, plan).
+type Command struct {
+	// Summary is its line in the usage text.
+	Summary string
+	// Run runs it; env.Args holds its arguments.
+	Run func(ctx context.Context, env Env) error
 }
 
 // App is one function's sub-commands.
@@ -66,6 +96,8 @@ type App struct {
 	Run func(ctx context.Context, env Env) error
 	// Serve is `serve`: the HTTP/CloudEvents server. Nil: "not yet".
 	Serve func(ctx context.Context, env Env) error
+	// Commands are further sub-commands by name.
+	Commands map[string]Command
 }
 
 // Main runs app with the process's arguments, environment and streams and returns the exit
@@ -82,7 +114,11 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 	}
 	switch cmd {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "usage: %s run|serve|help\n\n  run    one burst: copy until caught up or a budget is reached, then exit\n  serve  HTTP/CloudEvents server\n\n", app.Name)
+		fmt.Fprintf(stdout, "usage: %s run|serve|help\n\n  run    one burst: copy until caught up or a budget is reached, then exit\n  serve  HTTP/CloudEvents server\n", app.Name)
+		for _, name := range sortedNames(app.Commands) {
+			fmt.Fprintf(stdout, "  %-6s %s\n", name, app.Commands[name].Summary)
+		}
+		fmt.Fprintln(stdout)
 		if err := config.Usage(stdout); err != nil {
 			fmt.Fprintln(stderr, err)
 			return ExitFailed
@@ -90,6 +126,9 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 		return ExitOK
 	case "run", "serve":
 	default:
+		if _, ok := app.Commands[cmd]; ok {
+			break
+		}
 		fmt.Fprintf(stderr, "usage: %s run|serve|help (got %q)\n", app.Name, strings.Join(args, " "))
 		return ExitConfig
 	}
@@ -112,7 +151,21 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 
 	ctx, stop := signalContext(ctx, logger)
 	defer stop()
-	env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: logger, Stdout: stdout}
+	rec, err := metrics.New(ctx, metrics.Options{Function: app.Name, SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
+		Prometheus: cmd == "serve", LookupEnv: lookupEnv, Logger: logger})
+	if err != nil {
+		logger.Error("invalid metrics settings", "err", err.Error())
+		return ExitConfig
+	}
+	defer func() {
+		// Short jobs exit right after this: push their metrics first.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := rec.Shutdown(fctx); err != nil {
+			logger.Warn("metrics not exported", "err", err.Error())
+		}
+	}()
+	env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: logger, Stdout: stdout, Metrics: rec, Args: args[1:]}
 	if isTerminal(stderr) {
 		env.Progress = stderr
 	}
@@ -129,15 +182,23 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 		} else {
 			err = app.Serve(ctx, env)
 		}
+	default:
+		err = app.Commands[cmd].Run(ctx, env)
 	}
 	return exitCode(err, logger)
 }
 
 func exitCode(err error, logger *slog.Logger) int {
 	var ce *ConfigError
+	var ee *ExitError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &ee):
+		if ee.Err != nil {
+			logger.Error("failed", "err", err.Error(), "exit_code", ee.Code)
+		}
+		return ee.Code
 	case errors.Is(err, ErrMoreToDo):
 		return ExitMore
 	case errors.As(err, &ce):
@@ -219,4 +280,13 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func sortedNames(m map[string]Command) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
