@@ -535,7 +535,7 @@ func checkKafkaSource(t *testing.T, ctx context.Context, where string, ks map[st
 	// SASL/TLS secrets must exist in the template with the keys used.
 	var net struct {
 		SASL struct {
-			Enable   bool                          `json:"enable"`
+			Enable   bool                           `json:"enable"`
 			User     struct{ SecretKeyRef *keyRef } `json:"user"`
 			Password struct{ SecretKeyRef *keyRef } `json:"password"`
 			Type     struct{ SecretKeyRef *keyRef } `json:"type"`

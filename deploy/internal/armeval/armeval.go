@@ -2,7 +2,7 @@
 // mm2go's templates use, so tests can turn a template plus a parameters file into the JSON
 // that ARM would send to the resource providers and decode it into the Azure SDK's models.
 //
-// Supported: string literals ('it''s'), integers, true/false via functions, property access
+// Supported: string literals ('it”s'), integers, true/false via functions, property access
 // (.name) and indexes ([0], ['key']), and the functions parameters, variables, format, concat,
 // resourceId, resourceGroup, subscription, if, empty, equals, not, createArray, createObject,
 // string and toLower. Anything else is an error, so a template that starts using more fails
