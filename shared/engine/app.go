@@ -14,6 +14,7 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/metrics"
 )
 
 // Settings read from the environment that shared/config does not carry (yet).
@@ -100,7 +101,12 @@ func FromConfig(ctx context.Context, cfg *config.Config, lookupEnv func(string) 
 // MM2_BURST_MAX_RECORDS. It logs the summary as one line, writes it as JSON to env.Stdout and
 // returns cli.ErrMoreToDo when a budget or a signal left records to copy.
 func RunCommand(ctx context.Context, env cli.Env) error {
-	e, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	o, err := OptionsFromConfig(env.Config, env.LookupEnv)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	o.Metrics = env.Metrics
+	e, err := New(ctx, o, Dialer(env.Config, env.Logger), env.Logger)
 	if err != nil {
 		return err
 	}
@@ -120,6 +126,10 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 		fmt.Fprint(env.Progress, "\r\033[K")
 	}
 	logSummary(env.Logger, s)
+	env.Metrics.Burst(ctx, s.Reason, s.Duration)
+	if err != nil {
+		env.Metrics.Error(ctx, metrics.ErrorKind(err))
+	}
 	if b, jerr := json.Marshal(s); jerr == nil {
 		fmt.Fprintf(env.Stdout, "%s\n", b)
 	}
