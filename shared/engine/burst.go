@@ -88,9 +88,11 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	if err != nil {
 		return e.failed(start, err)
 	}
+	e.log.Debug("topics discovered", "topics", len(topics), "elapsed", time.Since(start).String())
 	if err := e.PrepareTargets(ctx, topics); err != nil {
 		return e.failed(start, err)
 	}
+	e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 	var tps []TP
 	remote := map[string]string{}
 	for _, t := range topics {
@@ -169,6 +171,7 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 	if err != nil {
 		return e.failed(start, err)
 	}
+	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
 	c := newCopier(e, bo, works, offsetsParts, syncs)
 	return c.run(ctx, start)
 }

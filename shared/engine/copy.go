@@ -13,7 +13,7 @@ import (
 
 // positionFlushInterval is how often positions (and due offset syncs) are written while
 // copying, like Connect's offset.flush.interval.ms.
-const positionFlushInterval = time.Second
+const positionFlushInterval = 500 * time.Millisecond
 
 // partState tracks one partition of an at-least-once copy. The fetch loop produces, the
 // producer's promise goroutine acknowledges; mu guards the fields both touch.
@@ -59,7 +59,8 @@ type copier struct {
 	offsetsParts int32
 	syncs        *syncEmitter
 
-	prod *kgo.Client
+	prod    *kgo.Client // replicated records
+	posProd *kgo.Client // positions: not queued behind buffered records
 
 	inflight   atomic.Int64 // bytes produced, not yet acknowledged
 	space      chan struct{}
@@ -172,6 +173,16 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
 	}
 	defer c.prod.Close()
+	c.posProd, err = e.dial(ctx, Target,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	)
+	if err != nil {
+		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+	}
+	defer c.posProd.Close()
 
 	offs := map[string]map[int32]kgo.Offset{}
 	active := 0
@@ -205,7 +216,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		c.fail(err)
 	}
 	c.writePositions(fctx)
-	if err := c.prod.Flush(fctx); err != nil {
+	if err := c.posProd.Flush(fctx); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
 	}
 	return c.summary(start, reason)
@@ -398,7 +409,7 @@ func (c *copier) writePositions(ctx context.Context) {
 		if !write {
 			continue
 		}
-		c.prod.Produce(ctx, c.e.positionRecord(st.w.tp, pos, c.offsetsParts), func(_ *kgo.Record, err error) {
+		c.posProd.Produce(ctx, c.e.positionRecord(st.w.tp, pos, c.offsetsParts), func(_ *kgo.Record, err error) {
 			if err != nil {
 				c.fail(fmt.Errorf("writing position of %s to %q: %w", st.w.tp, c.e.opts.OffsetStorageTopic, err))
 			}

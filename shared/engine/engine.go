@@ -95,7 +95,7 @@ type Options struct {
 	TransactionalIDPrefix string
 
 	// MaxBufferedBytes bounds the bytes of records read but not yet acknowledged by the
-	// target; 0 means 64 MiB. Memory use does not grow with the backlog beyond this and the
+	// target; 0 means 16 MiB. Memory use does not grow with the backlog beyond this and the
 	// fetch buffers (FetchMaxBytes per source broker).
 	MaxBufferedBytes int
 	// FetchMaxBytes per fetch response; 0 means 16 MiB.
@@ -165,7 +165,7 @@ func (o *Options) withDefaults() error {
 		o.TransactionalIDPrefix = "mm2go"
 	}
 	if o.MaxBufferedBytes <= 0 {
-		o.MaxBufferedBytes = 64 << 20
+		o.MaxBufferedBytes = 16 << 20
 	}
 	if o.FetchMaxBytes <= 0 {
 		o.FetchMaxBytes = 16 << 20
