@@ -1,6 +1,6 @@
 // Command mirror is mm2go's replication function: `mirror run` copies one burst (MM2's
 // MirrorSourceConnector work) and exits; `mirror serve` answers CloudEvents; `mirror -h`
-// lists every setting.
+// lists every setting; `mirror status`, `mirror verify` and `mirror plan` inspect the flow.
 package main
 
 import (
@@ -9,8 +9,9 @@ import (
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/mirrorevents"
+	"github.com/mm2go/mm2go/shared/ops"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand, Serve: mirrorevents.ServeCommand}))
+	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand, Serve: mirrorevents.ServeCommand, Commands: ops.Commands()}))
 }

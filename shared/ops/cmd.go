@@ -1,0 +1,127 @@
+package ops
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mm2go/mm2go/shared/cli"
+)
+
+// Exit codes of verify.
+const (
+	VerifyComplete    = 0 // every copied record is on the target unchanged and nothing is left to copy
+	VerifyDifferences = 1 // records missing, extra or differing, or records not copied yet
+	VerifyError       = 2 // the check could not be done
+)
+
+// Commands returns the sub-commands status, verify and plan for cli.App.Commands.
+func Commands() map[string]cli.Command {
+	return map[string]cli.Command{
+		"status": {Summary: "positions, lag, offset syncs, checkpoints and heartbeats of the flow (-o json)", Run: StatusCommand},
+		"verify": {Summary: "compare source and target records partition by partition (exit 0 complete, 1 differences, 2 error)", Run: VerifyCommand},
+		"plan":   {Summary: "dry run: what `run` would select, create, grow, sync and copy (-o json)", Run: PlanCommand},
+	}
+}
+
+func flags(name string, out io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	format := fs.String("o", "text", "output format: text or json")
+	return fs, format
+}
+
+func parse(fs *flag.FlagSet, args []string, format *string) error {
+	if err := fs.Parse(args); err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	if *format != "text" && *format != "json" {
+		return &cli.ConfigError{Err: fmt.Errorf("-o %q: want text or json", *format)}
+	}
+	if fs.NArg() > 0 {
+		return &cli.ConfigError{Err: fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	return nil
+}
+
+type writerText interface{ WriteText(io.Writer) error }
+
+func write(w io.Writer, format string, v writerText) error {
+	if format == "json" {
+		return WriteJSON(w, v)
+	}
+	return v.WriteText(w)
+}
+
+// StatusCommand is `mirror status [-o json]`.
+func StatusCommand(ctx context.Context, env cli.Env) error {
+	fs, format := flags("status", env.Stdout)
+	if err := parse(fs, env.Args, format); err != nil {
+		return err
+	}
+	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	defer o.Close()
+	st, err := o.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	return write(env.Stdout, *format, st)
+}
+
+// PlanCommand is `mirror plan [-o json]`.
+func PlanCommand(ctx context.Context, env cli.Env) error {
+	fs, format := flags("plan", env.Stdout)
+	if err := parse(fs, env.Args, format); err != nil {
+		return err
+	}
+	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	defer o.Close()
+	pl, err := o.Plan(ctx)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	return write(env.Stdout, *format, pl)
+}
+
+// VerifyCommand is `mirror verify [-o json] [-topics a,b] [-last N] [-max-listed N]`. Its exit
+// code is VerifyComplete, VerifyDifferences or VerifyError.
+func VerifyCommand(ctx context.Context, env cli.Env) error {
+	fs, format := flags("verify", env.Stdout)
+	topics := fs.String("topics", "", "source topics to check, comma separated (default: every replicated topic)")
+	last := fs.Int64("last", 0, "check only about the last N copied records of each partition (0: everything alignable)")
+	listed := fs.Int("max-listed", 20, "differences listed per partition")
+	if err := parse(fs, env.Args, format); err != nil {
+		return &cli.ExitError{Code: VerifyError, Err: err}
+	}
+	vo := VerifyOptions{Last: *last, MaxListed: *listed}
+	for _, t := range strings.Split(*topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			vo.Topics = append(vo.Topics, t)
+		}
+	}
+	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	if err != nil {
+		return &cli.ExitError{Code: VerifyError, Err: err}
+	}
+	defer o.Close()
+	v, err := o.Verify(ctx, vo)
+	if err != nil {
+		return &cli.ExitError{Code: VerifyError, Err: fmt.Errorf("verify: %w", err)}
+	}
+	if err := write(env.Stdout, *format, v); err != nil {
+		return &cli.ExitError{Code: VerifyError, Err: err}
+	}
+	env.Logger.Info("verify summary", "complete", v.Complete, "differences", v.Differences, "lag", v.Lag, "partitions", len(v.Partitions))
+	if !v.Complete {
+		return &cli.ExitError{Code: VerifyDifferences}
+	}
+	return nil
+}
