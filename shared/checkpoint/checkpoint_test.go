@@ -381,3 +381,71 @@ func TestRoundCheckpointsAndGroupSync(t *testing.T) {
 		t.Errorf("round 2: written %d skipped %d loaded %d, want 0, 6, 6", sum.CheckpointsWritten, sum.CheckpointsSkipped, sum.CheckpointsLoaded)
 	}
 }
+
+// TestRoundIncremental runs several rounds on one Job (serve mode): later rounds read only the
+// offset syncs written since the previous round and translate exactly as a store fed every sync
+// in order (MM2's long-running task); a recreated offset-syncs topic is read again from the
+// start.
+func TestRoundIncremental(t *testing.T) {
+	f := newFlow(t, 1)
+	syncs := f.produceReplicated(t, map[int32]int{0: 100}, map[int32]int{0: 2}, 10)
+	half := 0
+	for half < len(syncs) && syncs[half].UpstreamOffset < 50 {
+		half++
+	}
+	f.writeSyncs(t, syncs[:half]...)
+	g := testkit.Name(t, "g")
+	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 45}, "")
+	j := f.job(t, false, g)
+	sum := round(t, j)
+	if sum.OffsetSyncsFrom != 0 || sum.OffsetSyncsRead != int64(half) || sum.CheckpointsWritten != 1 {
+		t.Fatalf("round 1: from %d read %d written %d, want 0, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, half)
+	}
+
+	f.writeSyncs(t, syncs[half:]...)
+	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 95}, "")
+	sum = round(t, j)
+	if sum.OffsetSyncsFrom != int64(half) || sum.OffsetSyncsRead != int64(len(syncs)-half) || sum.CheckpointsWritten != 1 {
+		t.Fatalf("round 2: from %d read %d written %d, want %d, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, half, len(syncs)-half)
+	}
+	ref := offsetsync.NewStore()
+	for _, s := range syncs {
+		ref.Add(s)
+	}
+	ref.ReadToEnd()
+	want, _ := ref.Translate(f.topic, 0, 95)
+	got, _, _ := f.readCheckpoints(t)
+	if c := got[cpKey{g, f.remoteTopic, 0}]; c.UpstreamOffset != 95 || c.DownstreamOffset != want {
+		t.Errorf("round 2 checkpoint %v, want 95 -> %d", c, want)
+	}
+
+	// The offset-syncs topic is deleted and recreated with fewer records.
+	adm := testkit.Admin(t, f.c.Source.Bootstrap)
+	ctx := testkit.Context(t, time.Minute)
+	if _, err := adm.DeleteTopic(ctx, f.syncsTopic); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, time.Minute, "recreating "+f.syncsTopic, func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, f.syncsTopic)
+		return err == nil && resp.Err == nil
+	})
+	// More records than before: only the topic id tells it is another topic.
+	var again []mm2.OffsetSync
+	for u := int64(0); u < 100; u += 4 {
+		again = append(again, mm2.OffsetSync{Topic: f.topic, Partition: 0, UpstreamOffset: u, DownstreamOffset: u + 2})
+	}
+	again = append(again, mm2.OffsetSync{Topic: f.topic, Partition: 0, UpstreamOffset: 99, DownstreamOffset: 101})
+	if len(again) <= len(syncs) {
+		t.Fatalf("test needs more syncs in the new topic (%d) than in the old (%d)", len(again), len(syncs))
+	}
+	f.writeSyncs(t, again...)
+	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 100}, "")
+	sum = round(t, j)
+	if sum.OffsetSyncsFrom != 0 || sum.OffsetSyncsRead != int64(len(again)) || sum.CheckpointsWritten != 1 {
+		t.Fatalf("round 3: from %d read %d written %d, want 0, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, len(again))
+	}
+	got, _, _ = f.readCheckpoints(t)
+	if c := got[cpKey{g, f.remoteTopic, 0}]; c.UpstreamOffset != 100 || c.DownstreamOffset != 102 {
+		t.Errorf("round 3 checkpoint %v, want 100 -> 102", c)
+	}
+}

@@ -44,6 +44,17 @@ type Job struct {
 	syncsTopic       string
 	syncsOnTarget    bool
 	running          chan struct{} // one round at a time (Handle)
+
+	// Kept between rounds (serve mode), as a long-running MM2 task keeps
+	// them: the checkpoint and offset-sync stores and where reading their
+	// topics continues. A nil store is read from the start.
+	cps       *checkpointStore
+	cpsNext   int64
+	cpsID     kadm.TopicID
+	syncs     *offsetsync.Store
+	syncsNext int64
+	syncsID   kadm.TopicID
+	syncKeys  map[string]mm2.OffsetSync
 	// describe explains a connection error (cluster.ConnectError); nil
 	// leaves errors as they are.
 	describe func(cluster string, err error) error
@@ -204,49 +215,76 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	return sum, nil
 }
 
-// loadCheckpoints reads the checkpoints topic into a store.
+// loadCheckpoints brings the checkpoint store up to date with the
+// checkpoints topic: a full read in the first round (MM2's CheckpointStore at
+// task start), then only what was added since the previous round (the
+// checkpoints a long-running MM2 task would hold in memory, plus any written
+// by another instance).
 func (j *Job) loadCheckpoints(ctx context.Context, sum *Summary) (*checkpointStore, error) {
-	cps := newCheckpointStore()
+	store, from := j.cps, j.cpsNext
+	if store == nil {
+		store, from = newCheckpointStore(), -1
+	}
 	bad := 0
-	res, err := readPartition(ctx, j.target, j.checkpointsTopic, 0, func(r *kgo.Record) error {
+	res, err := readPartition(ctx, j.target, j.checkpointsTopic, 0, from, j.cpsID, func(r *kgo.Record) error {
 		c, err := mm2.DecodeCheckpoint(r.Key, r.Value)
 		if err != nil {
 			bad++ // MM2 skips undecodable records too
 			return nil
 		}
-		cps.put(c)
+		store.put(c)
 		return nil
 	})
-	if errors.Is(err, errTopicMissing) {
-		return cps, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if res.Incomplete {
-		return nil, fmt.Errorf("read of %s ended before its end offset %d", j.checkpointsTopic, res.End)
-	}
 	if bad > 0 {
 		j.log.Warn("skipped undecodable records in the checkpoints topic", "topic", j.checkpointsTopic, "records", bad)
 	}
-	sum.CheckpointsLoaded = cps.len()
-	return cps, nil
+	switch {
+	case errors.Is(err, errTopicMissing):
+		j.cps = nil
+		return newCheckpointStore(), nil
+	case errors.Is(err, errPositionGone) && j.cps != nil:
+		j.log.Warn("checkpoints topic changed under the job; reading it again from the start", "topic", j.checkpointsTopic, "err", err)
+		j.cps = nil
+		return j.loadCheckpoints(ctx, sum)
+	case err != nil && j.cps != nil:
+		// Keep what is known (as MM2's in-memory store would); continue
+		// after what was read.
+		j.log.Warn("could not read new checkpoints; using those already known", "topic", j.checkpointsTopic, "err", err)
+		j.cpsNext = res.Next
+		sum.CheckpointsLoaded = j.cps.len()
+		return j.cps, nil
+	case err != nil:
+		return nil, err
+	case res.Incomplete && j.cps == nil:
+		return nil, fmt.Errorf("read of %s ended at offset %d before its end offset %d", j.checkpointsTopic, res.Next, res.End)
+	}
+	j.cps, j.cpsNext, j.cpsID = store, res.Next, res.TopicID
+	sum.CheckpointsLoaded = store.len()
+	return store, nil
 }
 
-// loadOffsetSyncs reads the offset-syncs topic to its end into a store.
-// latestOnly is MM2's initializationMustReadToEnd.
+// loadOffsetSyncs brings the offset-sync store up to date with the
+// offset-syncs topic: the first round reads it from the start to its end
+// (MM2's OffsetSyncStore at task start; latestOnly is MM2's
+// initializationMustReadToEnd), later rounds add only the syncs written
+// since, exactly as the long-running MM2 task keeps adding them.
 func (j *Job) loadOffsetSyncs(ctx context.Context, sum *Summary, latestOnly bool) (*offsetsync.Store, error) {
-	store := offsetsync.NewStore(offsetsync.WithInitializationMustReadToEnd(latestOnly))
 	dial, cluster := j.source, "source"
 	if j.syncsOnTarget {
 		dial, cluster = j.target, "target"
 	}
+	fresh := j.syncs == nil
+	if fresh {
+		j.syncs = offsetsync.NewStore(offsetsync.WithInitializationMustReadToEnd(latestOnly))
+		j.syncsNext = -1
+		j.syncKeys = map[string]mm2.OffsetSync{}
+	}
+	store, keys := j.syncs, j.syncKeys
 	// Decoding a key allocates its topic string; keys repeat (one per source
 	// partition), so decode each distinct key once and parse the fixed-size
 	// value (two int64s, MM2's OffsetSync value schema) in place.
-	keys := map[string]mm2.OffsetSync{}
 	bad := 0
-	res, err := readPartition(ctx, dial, j.syncsTopic, 0, func(r *kgo.Record) error {
+	res, err := readPartition(ctx, dial, j.syncsTopic, 0, j.syncsNext, j.syncsID, func(r *kgo.Record) error {
 		base, ok := keys[string(r.Key)]
 		if !ok || len(r.Value) < 16 {
 			s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
@@ -263,21 +301,37 @@ func (j *Job) loadOffsetSyncs(ctx context.Context, sum *Summary, latestOnly bool
 		store.Add(base)
 		return nil
 	})
+	if bad > 0 {
+		j.log.Warn("skipped undecodable offset syncs", "topic", j.syncsTopic, "records", bad)
+	}
+	sum.OffsetSyncsFrom, sum.OffsetSyncsRead = res.From, res.Records
 	switch {
 	case errors.Is(err, errTopicMissing):
 		j.log.Warn("offset-syncs topic not found: nothing can be translated until the mirror function writes offset syncs",
 			"topic", j.syncsTopic, "cluster", cluster)
+		j.syncs = nil
+		empty := offsetsync.NewStore()
+		empty.ReadToEnd()
+		return empty, nil
+	case errors.Is(err, errPositionGone) && !fresh:
+		j.log.Warn("offset-syncs topic changed under the job; reading it again from the start", "topic", j.syncsTopic, "err", err)
+		j.syncs = nil
+		return j.loadOffsetSyncs(ctx, sum, latestOnly)
 	case err != nil:
+		if fresh {
+			j.syncs = nil
+		} else {
+			j.syncsNext = res.Next // every sync before it was added
+		}
 		return nil, fmt.Errorf("reading offset syncs from %s on %s: %w", j.syncsTopic, cluster, err)
 	case res.Incomplete:
 		// Translations from a partial read are older, hence safe (never skip).
-		j.log.Warn("offset-syncs read ended before the end offset", "topic", j.syncsTopic, "end", res.End)
+		j.log.Warn("offset-syncs read ended before the end offset", "topic", j.syncsTopic, "next", res.Next, "end", res.End)
 	}
-	if bad > 0 {
-		j.log.Warn("skipped undecodable offset syncs", "topic", j.syncsTopic, "records", bad)
+	j.syncsNext, j.syncsID = res.Next, res.TopicID
+	if fresh {
+		store.ReadToEnd()
 	}
-	store.ReadToEnd()
-	sum.OffsetSyncsRead = res.Records
 	return store, nil
 }
 

@@ -30,20 +30,31 @@ const (
 // errTopicMissing reports that the topic to read does not exist.
 var errTopicMissing = errors.New("topic does not exist")
 
+// errPositionGone reports that a read could not continue where the previous
+// one stopped: the offset is before the log start (records deleted) or past
+// the end (topic recreated). The caller reads again from the start.
+var errPositionGone = errors.New("previous position no longer in the log")
+
 // readResult describes one read of a partition.
 type readResult struct {
 	Start, End int64 // log start and end offsets when the read began
+	From       int64 // first offset asked for
+	Next       int64 // offset after the last one read: where the next read continues
 	Records    int64 // data records handed to the callback
 	Incomplete bool  // the read ended idle before reaching End
+	// TopicID is the topic's id (zero if the broker has none), so that a
+	// later read can tell the topic was recreated.
+	TopicID kadm.TopicID
 }
 
-// readPartition reads partition of topic from its start to the end offset it
-// has when the read begins, in offset order, and calls fn for every data
-// record. Records are pooled: fn must not keep r or any slice of it.
-// Control records (transaction markers) are skipped but still count towards
-// the end. A missing topic is errTopicMissing.
-func readPartition(ctx context.Context, newClient ClientFunc, topic string, partition int32, fn func(r *kgo.Record) error) (readResult, error) {
-	var res readResult
+// readPartition reads partition of topic from offset from (from < 0: from
+// the log start) to the end offset it has when the read begins, in offset
+// order, and calls fn for every data record. Records are pooled: fn must not
+// keep r or any slice of it. Control records (transaction markers) are
+// skipped but still count towards the end. A missing topic is
+// errTopicMissing; a from outside the log, or a topic whose id is not
+// wantID (when both are known), is errPositionGone.
+func readPartition(ctx context.Context, newClient ClientFunc, topic string, partition int32, from int64, wantID kadm.TopicID, fn func(r *kgo.Record) error) (res readResult, err error) {
 	pool := &recordPool{}
 	cl, err := newClient(ctx,
 		kgo.FetchMaxBytes(fetchMaxBytes),
@@ -59,6 +70,21 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 	defer cl.Close()
 
 	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return res, fmt.Errorf("describing %s: %w", topic, err)
+	}
+	if d, ok := md.Topics[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return res, errTopicMissing
+	} else if d.Err != nil {
+		return res, fmt.Errorf("describing %s: %w", topic, d.Err)
+	} else {
+		res.TopicID = d.ID
+	}
+	var zero kadm.TopicID
+	if from >= 0 && wantID != zero && res.TopicID != zero && wantID != res.TopicID {
+		return res, fmt.Errorf("%s was recreated (id %s, was %s): %w", topic, res.TopicID, wantID, errPositionGone)
+	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -82,12 +108,20 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 	}
 	start, _ := starts.Lookup(topic, partition)
 	res.Start, res.End = start.Offset, end.Offset
-	if res.End <= res.Start {
+	if from < 0 {
+		from = res.Start
+	}
+	if from < res.Start || from > res.End {
+		return res, fmt.Errorf("%s[%d] at offset %d (log %d-%d): %w", topic, partition, from, res.Start, res.End, errPositionGone)
+	}
+	res.From, res.Next = from, from
+	if res.End <= from {
 		return res, nil
 	}
 
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(res.Start)}})
-	next := res.Start
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}})
+	next := from
+	defer func() { res.Next = next }()
 	for next < res.End {
 		pctx, cancel := context.WithTimeout(ctx, idleEnd)
 		fs := cl.PollFetches(pctx)

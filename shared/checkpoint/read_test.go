@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/mm2"
@@ -41,7 +42,7 @@ func TestReadPartitionLarge(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	next := int64(0)
-	res, err := readPartition(testkit.Context(t, 2*time.Minute), dial, topic, 0, func(r *kgo.Record) error {
+	res, err := readPartition(testkit.Context(t, 2*time.Minute), dial, topic, 0, -1, kadm.TopicID{}, func(r *kgo.Record) error {
 		if r.Offset != next {
 			t.Fatalf("offset %d after %d", r.Offset, next-1)
 		}

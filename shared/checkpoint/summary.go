@@ -10,6 +10,10 @@ type Summary struct {
 	DurationMS       int64     `json:"duration_ms"`
 	Disabled         bool      `json:"disabled,omitempty"` // emit.checkpoints.enabled=false
 	OffsetSyncsTopic string    `json:"offset_syncs_topic"`
+	// OffsetSyncsFrom is the offset the round started reading the
+	// offset-syncs topic at: its start in a job's first round, where the
+	// previous round stopped afterwards.
+	OffsetSyncsFrom int64 `json:"offset_syncs_from"`
 	// OffsetSyncsRead is the number of offset-sync records read.
 	OffsetSyncsRead  int64  `json:"offset_syncs_read"`
 	CheckpointsTopic string `json:"checkpoints_topic"`
