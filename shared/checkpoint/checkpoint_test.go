@@ -62,6 +62,7 @@ func (f *flow) job(t *testing.T, syncGroups bool, groups ...string) *checkpoint.
 	j, err := checkpoint.New(testkit.Context(t, time.Minute), checkpoint.Options{
 		SourceAlias: f.src, TargetAlias: f.tgt, Groups: gf,
 		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: syncGroups,
+		WriteConnectOffsets: true, // only where the Connect offsets topic exists
 	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -272,9 +273,12 @@ func TestRoundCheckpointsAndGroupSync(t *testing.T) {
 		t.Fatal("live consumer got no assignment")
 	}
 
+	// The Connect offsets topic exists (as the mirror function or MM2 creates it): the round
+	// leaves MM2's checkpoint connector offsets there too.
+	offsetsTopic := testkit.CreateTopic(t, f.c.Target.Bootstrap, "mm2-offsets."+f.src+".internal", 25, nil)
+
 	j := f.job(t, true, resume, active, forward)
 	sum := round(t, j)
-	t.Logf("round 1: %+v", *sum)
 
 	// Expected translations: from MM2's algorithm (offsetsync.Store, a port
 	// checked against the real OffsetSyncStore) where slots matter, by hand
@@ -317,6 +321,43 @@ func TestRoundCheckpointsAndGroupSync(t *testing.T) {
 	if sum.Groups != 3 || sum.CheckpointsWritten != 6 || sum.CheckpointsSkipped != 0 || sum.Untranslatable != 0 {
 		t.Errorf("summary: groups %d written %d skipped %d untranslatable %d, want 3, 6, 0, 0",
 			sum.Groups, sum.CheckpointsWritten, sum.CheckpointsSkipped, sum.Untranslatable)
+	}
+
+	// The round created the checkpoints topic as MM2 does: one partition, compacted.
+	adm := testkit.Admin(t, f.c.Target.Bootstrap)
+	td, err := adm.ListTopics(testkit.Context(t, 30*time.Second), f.checkpointsTopic)
+	if err != nil || len(td[f.checkpointsTopic].Partitions) != 1 {
+		t.Errorf("checkpoints topic: %+v %v, want 1 partition", td[f.checkpointsTopic], err)
+	}
+	rc, err := adm.DescribeTopicConfigs(testkit.Context(t, 30*time.Second), f.checkpointsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := rc.On(f.checkpointsTopic, nil); err != nil || !hasConfig(cfg.Configs, "cleanup.policy", "compact") {
+		t.Errorf("checkpoints topic configs %+v (%v), want cleanup.policy=compact", cfg.Configs, err)
+	}
+
+	// MM2's Connect offsets of the checkpoint connector: key per checkpoint, value {"offset":0},
+	// in the partition the Java producer would pick.
+	connect := map[cpKey]bool{}
+	for _, r := range testkit.ReadAll(t, f.c.Target.Bootstrap, offsetsTopic) {
+		k, err := mm2.DecodeOffsetKey(r.Key)
+		if err != nil || k.Connector != mm2.CheckpointConnector {
+			t.Errorf("Connect offsets record %q: %+v %v", r.Key, k, err)
+			continue
+		}
+		if v, err := mm2.DecodeOffsetValue(r.Value); err != nil || v != 0 || r.Partition != mm2.KeyPartition(r.Key, 25) {
+			t.Errorf("Connect offset %q = %q in partition %d: %v", r.Key, r.Value, r.Partition, err)
+		}
+		connect[cpKey{k.Group, k.Topic, k.Partition}] = true
+	}
+	for k := range want {
+		if !connect[k] {
+			t.Errorf("no Connect offset for checkpoint %v", k)
+		}
+	}
+	if len(connect) != len(want) {
+		t.Errorf("%d Connect offsets, want %d", len(connect), len(want))
 	}
 
 	// Group sync: the idle group got both offsets, the active one nothing,
@@ -448,4 +489,13 @@ func TestRoundIncremental(t *testing.T) {
 	if c := got[cpKey{g, f.remoteTopic, 0}]; c.UpstreamOffset != 100 || c.DownstreamOffset != 102 {
 		t.Errorf("round 3 checkpoint %v, want 100 -> 102", c)
 	}
+}
+
+func hasConfig(cs []kadm.Config, key, value string) bool {
+	for _, c := range cs {
+		if c.Key == key && c.Value != nil && *c.Value == value {
+			return true
+		}
+	}
+	return false
 }
