@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/engine"
+	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/mirrorevents"
+	"github.com/mm2go/mm2go/shared/serve"
+	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+)
+
+// serveFunc is an in-process `mirror serve` (engine + mirrorevents + serve.Run on loopback).
+type serveFunc struct {
+	URL    string
+	copier *countingCopier
+	stop   func()
+}
+
+type serveOpts struct {
+	mode           mirrorevents.Mode
+	keyType        mirrorevents.KeyType
+	requestTimeout time.Duration
+	copyTimeout    time.Duration
+}
+
+// countingCopier counts the copies the handler asks the engine for.
+type countingCopier struct {
+	mirrorevents.Copier
+	copies, writes atomic.Int64
+}
+
+func (c *countingCopier) CopyThrough(ctx context.Context, topic string, p int32, off int64) (int64, error) {
+	c.copies.Add(1)
+	return c.Copier.CopyThrough(ctx, topic, p, off)
+}
+
+func (c *countingCopier) WriteAt(ctx context.Context, topic string, p int32, r *kgo.Record) error {
+	c.writes.Add(1)
+	return c.Copier.WriteAt(ctx, topic, p, r)
+}
+
+func serveLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("MM2GO_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startServeMirror starts the mirror function for topics (regex) between two bootstraps.
+func startServeMirror(t testing.TB, source, target, topics string, o serveOpts) *serveFunc {
+	t.Helper()
+	logger := serveLogger(t)
+	dial := func(ctx context.Context, side engine.Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		bs := source
+		if side == engine.Target {
+			bs = target
+		}
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bs), kgo.RetryTimeout(5 * time.Second)}, extra...)...)
+	}
+	f, err := filter.Topics(topics, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := engine.New(ctx, engine.Options{
+		SourceAlias: "source", TargetAlias: "target", Topics: f,
+		ReplicationFactor: 1, OffsetSyncsTopicReplicationFactor: 1, OffsetStorageReplicationFactor: 1,
+	}, dial, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingCopier{Copier: mirrorevents.NewEngineCopier(e, dial, engine.BurstOptions{}, logger)}
+	h, err := mirrorevents.New(cc, mirrorevents.Options{Mode: o.mode, KeyType: o.keyType, CopyTimeout: o.copyTimeout}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- serve.Run(ctx, serve.Config{Listener: ln, RequestTimeout: o.requestTimeout, ShutdownTimeout: 10 * time.Second}, logger, h)
+	}()
+	sf := &serveFunc{URL: "http://" + ln.Addr().String() + "/", copier: cc}
+	stopped := false
+	sf.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve.Run: %v", err)
+		}
+		h.Close()
+		cc.Copier.(*mirrorevents.EngineCopier).Close()
+		e.Close()
+	}
+	t.Cleanup(sf.stop)
+	return sf
+}
+
+// runDriver starts a KafkaSource driver in the background; the returned stop ends it.
+func runDriver(t testing.TB, cfg kafkasource.Config) (*kafkasource.Driver, func()) {
+	t.Helper()
+	d, err := kafkasource.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("driver: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return d, stop
+}
+
+// endOffsets returns the end offset of every partition of topic.
+func endOffsets(t testing.TB, bootstrap, topic string) map[int32]int64 {
+	t.Helper()
+	ends, err := testkit.Admin(t, bootstrap).ListEndOffsets(testkit.Context(t, 20*time.Second), topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// waitDelivered waits until the driver's group committed ends.
+func waitDelivered(t testing.TB, bootstrap, group, topic string, ends map[int32]int64, d time.Duration) {
+	t.Helper()
+	if err := kafkasource.WaitDelivered(testkit.Context(t, d), bootstrap, group, topic, ends); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// payloadExpectation is the record payload mode writes for a source record delivered by
+// KafkaSource with key-type byte-array, as documented in docs/events.md:
+//   - key: exact bytes; an empty key becomes null (KafkaSource sends no key extension);
+//   - value: exact bytes; an empty value becomes null (both arrive as an empty body);
+//   - headers: content-type first (value lower-cased), then one header per sanitized name
+//     (lower-case [a-z0-9] only; the last duplicate wins) in name order; values UTF-8 decoded
+//     (each invalid byte becomes EF BF BD); a null value becomes empty;
+//   - timestamp: milliseconds, as CreateTime.
+func payloadExpectation(r *kgo.Record) *kgo.Record {
+	out := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Timestamp: r.Timestamp.Truncate(time.Millisecond)}
+	if len(r.Key) > 0 {
+		out.Key = r.Key
+	}
+	if len(r.Value) > 0 {
+		out.Value = r.Value
+	}
+	var ct *kgo.RecordHeader
+	byName := map[string][]byte{}
+	for _, h := range r.Headers {
+		if strings.EqualFold(h.Key, "content-type") {
+			ct = &kgo.RecordHeader{Key: "content-type", Value: []byte(strings.ToLower(toValidUTF8(h.Value)))}
+			continue
+		}
+		var name strings.Builder
+		for _, c := range strings.ToLower(h.Key) {
+			if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+				name.WriteRune(c)
+			}
+		}
+		byName[name.String()] = []byte(toValidUTF8(h.Value))
+	}
+	if ct != nil {
+		out.Headers = append(out.Headers, *ct)
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out.Headers = append(out.Headers, kgo.RecordHeader{Key: n, Value: byName[n]})
+	}
+	return out
+}
+
+func toValidUTF8(b []byte) string {
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		sb.WriteRune(r)
+		b = b[n:]
+	}
+	return sb.String()
+}
+
+// freePortBlock finds a port p with p, p+1 and p+2 free on loopback (a harness cluster uses all
+// three).
+func freePortBlock(t testing.TB) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if p > 60000 {
+			continue
+		}
+		ok := true
+		for i := 1; i <= 2; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free port block")
+	return 0
+}
+
+var errNotYet = errors.New("not yet")

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mirrorevents"
+	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+)
+
+// TestServeFetchModeByteExact: KafkaSource-like delivery of records with binary keys, binary
+// header values, duplicate and empty headers, null and empty values: in fetch mode the target
+// gets them byte for byte, and redelivering everything (a new consumer group, then an
+// unordered one) writes nothing twice.
+func TestServeFetchModeByteExact(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sf"), 3, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	want := testkit.SampleRecords(topic, 3, 300)
+	testkit.Produce(t, c.Source.Bootstrap, want...)
+	ends := endOffsets(t, c.Source.Bootstrap, topic)
+
+	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
+	group := testkit.Name(t, "ks")
+	start := time.Now()
+	d, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL,
+		Source: kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array"}})
+	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
+	stop()
+	s := d.Stats()
+	t.Logf("fetch mode: %d events in %s, %d copies; stats %+v", s.Delivered, time.Since(start).Round(time.Millisecond), fn.copier.copies.Load(), s)
+	if s.DeadLettered != 0 || s.Delivered != int64(len(want)) {
+		t.Fatalf("delivered %d, dead-lettered %d", s.Delivered, s.DeadLettered)
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
+	testkit.AssertSameRecords(t, want, got)
+	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
+
+	// Redelivery: every record again, in order, then all at once (unordered).
+	copies := fn.copier.copies.Load()
+	for i, unordered := range []bool{false, true} {
+		g := fmt.Sprintf("%s-again-%d", group, i)
+		d2, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g, Sink: fn.URL,
+			Unordered: unordered, Source: kafkasource.Source{Namespace: "mirror", Name: "orders"}})
+		waitDelivered(t, c.Source.Bootstrap, g, topic, ends, 2*time.Minute)
+		stop2()
+		if s := d2.Stats(); s.Delivered != int64(len(want)) || s.Retries != 0 {
+			t.Fatalf("redelivery (unordered %v): %+v", unordered, s)
+		}
+	}
+	if n := fn.copier.copies.Load(); n != copies {
+		t.Errorf("redeliveries started %d copies, want none", n-copies)
+	}
+	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
+		t.Fatalf("redelivery wrote to the target: end offsets %v, were %v", after, targetEnds)
+	}
+}
+
+// TestServeFetchModeCoalescesAndRestarts: an unordered driver sends many concurrent events per
+// partition; a fresh function process (empty cache) then answers redeliveries from the stored
+// position without copying anything.
+func TestServeFetchModeCoalescesAndRestarts(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sc"), 2, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	want := testkit.SampleRecords(topic, 2, 400)
+	testkit.Produce(t, c.Source.Bootstrap, want...)
+	ends := endOffsets(t, c.Source.Bootstrap, topic)
+
+	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
+	group := testkit.Name(t, "ks")
+	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Unordered: true})
+	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
+	stop()
+	if n := fn.copier.copies.Load(); n > 8 {
+		t.Errorf("%d copies for %d concurrent events on 2 partitions: not coalesced", n, len(want))
+	}
+	t.Logf("%d events, %d copies", len(want), fn.copier.copies.Load())
+	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, c.Target.Bootstrap, remote))
+	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
+	fn.stop()
+
+	fn2 := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
+	g2 := group + "-restart"
+	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn2.URL})
+	waitDelivered(t, c.Source.Bootstrap, g2, topic, ends, 2*time.Minute)
+	stop2()
+	if n := fn2.copier.copies.Load(); n != 0 {
+		t.Errorf("restarted function copied %d times for already copied offsets", n)
+	}
+	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
+		t.Fatalf("redelivery after restart wrote to the target: %v, were %v", after, targetEnds)
+	}
+}
+
+// TestServePayloadModeDocumentedLoss: in payload mode (key-type byte-array) the target records
+// are exactly the documented transformation of the source records (docs/events.md), written
+// from the events (not fetched), and redeliveries write nothing.
+func TestServePayloadModeDocumentedLoss(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sp"), 2, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
+	group := testkit.Name(t, "ks")
+	src := kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array"}
+	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Source: src})
+
+	// A first record per partition: no stored position yet, so it is fetched (exact).
+	seeds := []*kgo.Record{{Topic: topic, Partition: 0, Value: []byte("seed0")}, {Topic: topic, Partition: 1, Value: []byte("seed1")}}
+	testkit.Produce(t, c.Source.Bootstrap, seeds...)
+	waitDelivered(t, c.Source.Bootstrap, group, topic, map[int32]int64{0: 1, 1: 1}, time.Minute)
+	copies := fn.copier.copies.Load()
+
+	// Live traffic: each event is the partition's next offset and is written from its payload.
+	recs := testkit.SampleRecords(topic, 2, 140)
+	recs = append(recs,
+		&kgo.Record{Topic: topic, Partition: 0, Key: []byte{0, 1, 2, 0xff}, Value: []byte(`{"a":1}`), Timestamp: time.UnixMilli(1_700_000_000_123),
+			Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("Application/JSON")}, {Key: "X-Trace_ID", Value: []byte("abc")}, {Key: "x.trace.id", Value: []byte("wins")}, {Key: "utf8", Value: []byte("héllo wörld %41")}}},
+	)
+	testkit.Produce(t, c.Source.Bootstrap, recs...)
+	ends := endOffsets(t, c.Source.Bootstrap, topic)
+	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
+	stop()
+	if n := fn.copier.copies.Load(); n != copies {
+		t.Errorf("live events started %d fetches, want 0 (payload writes)", n-copies)
+	}
+	if n := fn.copier.writes.Load(); n != int64(len(recs)) {
+		t.Errorf("%d payload writes, want %d", n, len(recs))
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
+	var gotLive []*kgo.Record
+	seen := map[int32]bool{}
+	for _, r := range got {
+		if !seen[r.Partition] {
+			seen[r.Partition] = true
+			if string(r.Value) != fmt.Sprintf("seed%d", r.Partition) {
+				t.Fatalf("first record of partition %d: %q", r.Partition, r.Value)
+			}
+			continue
+		}
+		gotLive = append(gotLive, r)
+	}
+	want := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		want[i] = payloadExpectation(r)
+	}
+	testkit.AssertSameRecords(t, want, gotLive)
+
+	// Redelivery of everything writes nothing.
+	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
+	g2 := group + "-again"
+	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn.URL, Source: src})
+	waitDelivered(t, c.Source.Bootstrap, g2, topic, ends, 2*time.Minute)
+	stop2()
+	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
+		t.Fatalf("redelivery wrote to the target: %v, were %v", after, targetEnds)
+	}
+}
+
+// TestServeTargetOutage uses a third cluster of its own as the target, pauses it while the
+// driver delivers, and resumes it: meanwhile the function answers 503 (and /readyz says not
+// ready); afterwards every record is on the target exactly once, nothing dead-lettered.
+func TestServeTargetOutage(t *testing.T) {
+	c := testkit.Require(t)
+	name := "serve-outage-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	port := freePortBlock(t)
+	script := testkit.KafkaScript(t)
+	kafka := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(script, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	kafka("start", name, strconv.Itoa(port))
+	t.Cleanup(func() { _ = exec.Command(script, "stop", name).Run() })
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "so"), 2, nil)
+	remote := "source." + topic
+	fn := startServeMirror(t, c.Source.Bootstrap, target, topic, serveOpts{requestTimeout: 3 * time.Second, copyTimeout: 2500 * time.Millisecond})
+	group := testkit.Name(t, "ks")
+	d, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL,
+		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 10 * time.Second})
+
+	first := testkit.SampleRecords(topic, 2, 40)
+	testkit.Produce(t, c.Source.Bootstrap, first...)
+	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
+
+	kafka("pause", name)
+	paused := time.Now()
+	more := testkit.SampleRecords(topic, 2, 60)
+	for _, r := range more {
+		r.Value = append([]byte("during-outage-"), r.Value...)
+	}
+	testkit.Produce(t, c.Source.Bootstrap, more...)
+	testkit.WaitFor(t, 60*time.Second, "the function to answer 503 while the target is down", func() bool {
+		return d.Stats().Status[503] > 0
+	})
+	if resp, err := http.Get(strings.TrimSuffix(fn.URL, "/") + "/readyz"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("readyz during the outage: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	time.Sleep(3 * time.Second)
+	kafka("resume", name)
+	t.Logf("target paused for %s", time.Since(paused).Round(time.Millisecond))
+
+	ends := endOffsets(t, c.Source.Bootstrap, topic)
+	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 3*time.Minute)
+	stop()
+	s := d.Stats()
+	t.Logf("outage stats: %+v", s)
+	if s.DeadLettered != 0 {
+		t.Fatalf("%d records dead-lettered", s.DeadLettered)
+	}
+	got := testkit.ReadAll(t, target, remote)
+	testkit.AssertSameRecords(t, append(first, more...), got)
+}
