@@ -259,3 +259,74 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 		}
 	})
 }
+
+// TestEventHubsDoubleAsSource copies from the Event Hubs double to real Kafka:
+// the profile applies to the source's connections, the offset-syncs topic goes
+// to the target (offset-syncs.topic.location=target, as the docs recommend),
+// and a second burst resumes without re-copying.
+func TestEventHubsDoubleAsSource(t *testing.T) {
+	c := testkit.Require(t)
+	hub := "orders-" + testkit.Name(t, "")[len(testkit.Name(t, ""))-8:]
+	f := ehfake.New(t, ehfake.Config{Topics: map[string]int32{hub: 4}})
+	// Records written to Event Hubs by some producer.
+	prod := ehClientFor(t, f, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	want := testkit.SampleRecords(hub, 4, 200)
+	ctx := testkit.Context(t, 2*time.Minute)
+	if err := prod.ProduceSync(ctx, want...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	remote := "eh." + hub
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote, "mm2-offsets.eh.internal", "mm2-offset-syncs.eh.internal")
+	env := map[string]string{
+		"MM2_SOURCE_ALIAS":                          "eh",
+		"MM2_SOURCE_BOOTSTRAP_SERVERS":              f.Addr,
+		"MM2_SOURCE_EVENTHUBS_CONNECTION_STRING":    f.ConnectionString,
+		"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION":        f.CAFile,
+		"MM2_TARGET_BOOTSTRAP_SERVERS":              c.Target.Bootstrap,
+		"MM2_TOPICS":                                hub,
+		"MM2_OFFSET_SYNCS_TOPIC_LOCATION":           "target",
+		"MM2_HEARTBEATS_REPLICATION_ENABLED":        "false",
+		"MM2_REPLICATION_FACTOR":                    "1",
+		"MM2_OFFSET_STORAGE_REPLICATION_FACTOR":     "1",
+		"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR": "1",
+		"MM2_OFFSET_STORAGE_TOPIC":                  "mm2-offsets.eh.internal",
+	}
+	cfg := loadConfig(t, env)
+	burst := func() engine.Summary {
+		t.Helper()
+		e, err := engine.FromConfig(ctx, cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		s, err := e.Burst(ctx, engine.BurstOptions{})
+		if err != nil {
+			t.Fatalf("burst from the Event Hubs double: %v", err)
+		}
+		return s
+	}
+	if s := burst(); s.Records != int64(len(want)) {
+		t.Fatalf("copied %d records, want %d", s.Records, len(want))
+	}
+	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, c.Target.Bootstrap, remote))
+	if s := burst(); s.Records != 0 {
+		t.Fatalf("second burst re-copied %d records", s.Records)
+	}
+	if f.Topics() != 1 {
+		t.Errorf("the mirror created %d topics on the Event Hubs source; want none", f.Topics()-1)
+	}
+}
+
+func ehClientFor(t *testing.T, f *ehfake.Fake, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(f.Addr),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: brokerTLS(t, f.CAFile).RootCAs, MinVersion: tls.VersionTLS12}),
+		kgo.SASL(plain.Auth{User: cluster.EventHubsUser, Pass: f.ConnectionString}.AsMechanism()),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
