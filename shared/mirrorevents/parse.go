@@ -282,7 +282,7 @@ func buildRecord(e event.Event, keyType KeyType) (*kgo.Record, error) {
 	}
 	var names []string
 	for name := range ext {
-		if strings.HasPrefix(name, ExtHeaderPrefix) && len(name) > len(ExtHeaderPrefix) {
+		if strings.HasPrefix(name, ExtHeaderPrefix) { // "kafkaheader" alone: a name with no [a-z0-9]
 			names = append(names, name)
 		}
 	}
