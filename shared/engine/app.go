@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,7 +16,8 @@ import (
 	"github.com/mm2go/mm2go/shared/metrics"
 )
 
-// Settings read from the environment that shared/config does not carry (yet).
+// Settings read from the environment that shared/config does not carry (yet), and names used
+// in messages.
 const (
 	EnvBurstGroup      = "MM2_BURST_GROUP"
 	EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
@@ -38,8 +38,9 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 	}
 }
 
-// OptionsFromConfig maps loaded settings to engine Options. lookupEnv (may be nil) supplies
-// MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET.
+// OptionsFromConfig maps loaded settings to engine Options. The source cluster's
+// consumer.auto.offset.reset and consumer.isolation.level apply to the copy; its producer
+// settings (compression, linger) come with the target's clients. lookupEnv is unused for now.
 func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)) (Options, error) {
 	pol, err := cfg.Policy()
 	if err != nil {
@@ -73,17 +74,13 @@ func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)
 	if o.TargetProfile, err = cluster.SettingsProfile(cfg.Target); err != nil {
 		return Options{}, err
 	}
-	if lookupEnv != nil {
-		if v, ok := lookupEnv(EnvAutoOffsetReset); ok {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "latest":
-				o.AutoOffsetResetLatest = true
-			case "", "earliest":
-			default:
-				return Options{}, fmt.Errorf("%s %q: want earliest or latest", EnvAutoOffsetReset, v)
-			}
-		}
+	switch cfg.Source.ConsumerAutoOffsetReset {
+	case "latest":
+		o.AutoOffsetResetLatest = true
+	case "none":
+		return Options{}, fmt.Errorf("%s=none is not supported by mirror: use earliest or latest", EnvAutoOffsetReset)
 	}
+	o.ReadCommitted = cfg.Source.ConsumerIsolationLevel == "read_committed"
 	return o, nil
 }
 

@@ -195,7 +195,7 @@ func (e *Engine) planFrom(ctx context.Context, tps []TP, remote map[string]strin
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	starts, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce, names...)
+	starts, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}

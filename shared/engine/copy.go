@@ -160,15 +160,13 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	defer cancelWrites()
 
 	var err error
-	c.prod, err = e.dial(ctx, Target,
+	c.prod, err = e.dial(ctx, Target, e.producerOpts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(e.opts.ProducerLinger),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
 		kgo.MaxBufferedRecords(1<<22),
 		kgo.RecordDeliveryTimeout(0),
-	)
+	)...)
 	if err != nil {
 		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
 	}
@@ -227,7 +225,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 	e := c.e
 	cons, err := e.dial(ctx, Source,
 		kgo.ConsumePartitions(offs),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		e.isolation(),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 4<<20)),

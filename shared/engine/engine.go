@@ -89,6 +89,11 @@ type Options struct {
 	// their start (consumer auto.offset.reset=latest; MM2 defaults to earliest).
 	AutoOffsetResetLatest bool
 
+	// ReadCommitted reads the source with isolation.level=read_committed in at-least-once mode
+	// too (records of aborted transactions are then not copied; MM2's default copies them).
+	// Exactly-once mode always reads read_committed.
+	ReadCommitted bool
+
 	// ExactlyOnce copies with transactions (see the package documentation).
 	ExactlyOnce bool
 	// TransactionalIDPrefix prefixes transactional ids; "" means "mm2go".
@@ -100,7 +105,8 @@ type Options struct {
 	MaxBufferedBytes int
 	// FetchMaxBytes per fetch response; 0 means 16 MiB.
 	FetchMaxBytes int32
-	// ProducerLinger is how long the target producer waits to fill batches; 0 means 5ms.
+	// ProducerLinger, if set, overrides how long the target producer waits to fill batches
+	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
 	ProducerLinger time.Duration
 
 	// Metrics receives copy metrics (records and bytes copied, record age, replication
@@ -169,9 +175,6 @@ func (o *Options) withDefaults() error {
 	}
 	if o.FetchMaxBytes <= 0 {
 		o.FetchMaxBytes = 16 << 20
-	}
-	if o.ProducerLinger <= 0 {
-		o.ProducerLinger = 5 * time.Millisecond
 	}
 	return nil
 }
@@ -244,3 +247,19 @@ type TP struct {
 }
 
 func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// producerOpts returns opts plus the ProducerLinger override, if any.
+func (e *Engine) producerOpts(opts ...kgo.Opt) []kgo.Opt {
+	if e.opts.ProducerLinger > 0 {
+		opts = append(opts, kgo.ProducerLinger(e.opts.ProducerLinger))
+	}
+	return opts
+}
+
+// isolation is the source isolation level of an at-least-once copy.
+func (e *Engine) isolation() kgo.Opt {
+	if e.opts.ReadCommitted {
+		return kgo.FetchIsolationLevel(kgo.ReadCommitted())
+	}
+	return kgo.FetchIsolationLevel(kgo.ReadUncommitted())
+}

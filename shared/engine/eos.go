@@ -145,15 +145,13 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	e := r.e
 	res := partResult{tp: tp, remote: r.remote[tp.Topic]}
 	wctx := context.WithoutCancel(ctx)
-	prod, err := e.dial(ctx, Target,
+	prod, err := e.dial(ctx, Target, e.producerOpts(
 		kgo.TransactionalID(e.TransactionalID(tp)),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(e.opts.ProducerLinger),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedBytes(2*eosMaxChunkBytes+(16<<20)),
 		kgo.MaxBufferedRecords(1<<22),
-	)
+	)...)
 	if err != nil {
 		return res, fmt.Errorf("connecting transactional producer for %s: %w", tp, err)
 	}

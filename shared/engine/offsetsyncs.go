@@ -36,8 +36,7 @@ func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
 		e.internalTopicConfigs(side)); err != nil {
 		return nil, fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
 	}
-	cl, err := e.dial(ctx, side, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(e.opts.ProducerLinger),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl, err := e.dial(ctx, side, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 	}
