@@ -96,6 +96,11 @@ type Handler struct {
 
 	burstMu sync.Mutex
 	burst   *flight // running burst, shared by concurrent triggers
+
+	// copyMu keeps bursts and partition copies/writes of this process apart: partition work
+	// holds it shared, a burst exclusively. Two copiers of one partition would each store
+	// their own position, the later one possibly older, causing re-copies.
+	copyMu sync.RWMutex
 }
 
 type tp struct {
@@ -246,6 +251,12 @@ func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 				return ctx.Err()
 			}
 			if f.err != nil && f.through >= offset {
+				var pe *PermanentError
+				if errors.As(f.err, &pe) && offset < f.through {
+					// The copy was asked for a larger offset (another event's) and that
+					// offset can never be copied: this event's own offset may well be.
+					continue
+				}
 				return f.err // the copy meant to cover this offset failed
 			}
 			continue
@@ -276,7 +287,9 @@ func (h *Handler) runCopy(k tp, p *partition, f *flight) {
 	if known > f.through {
 		f.next = known
 	} else {
+		h.copyMu.RLock()
 		f.next, f.err = h.c.CopyThrough(ctx, k.topic, k.partition, f.through)
+		h.copyMu.RUnlock()
 		if f.err == nil && f.next <= f.through {
 			f.err = fmt.Errorf("copy of %s[%d] ended at %d, before offset %d", k.topic, k.partition, f.next, f.through)
 		}
@@ -332,7 +345,10 @@ func (h *Handler) payload(ctx context.Context, k tp, re RecordEvent) error {
 	case next > re.Offset:
 		return nil // already copied: write nothing twice
 	case next == re.Offset:
-		if err := h.c.WriteAt(ctx, k.topic, k.partition, re.Record); err != nil {
+		h.copyMu.RLock()
+		err := h.c.WriteAt(ctx, k.topic, k.partition, re.Record)
+		h.copyMu.RUnlock()
+		if err != nil {
 			return err
 		}
 		p.mu.Lock()
@@ -358,7 +374,9 @@ func (h *Handler) runBurst(ctx context.Context) protocol.Result {
 			defer h.wg.Done()
 			bctx, cancel := context.WithTimeout(h.ctx, h.opts.BurstTimeout)
 			defer cancel()
+			h.copyMu.Lock()
 			f.summary, f.err = h.c.Burst(bctx)
+			h.copyMu.Unlock()
 			h.burstMu.Lock()
 			h.burst = nil
 			h.burstMu.Unlock()

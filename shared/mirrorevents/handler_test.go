@@ -325,3 +325,31 @@ func TestPayloadMode(t *testing.T) {
 		t.Fatalf("written %v, want %v", f.written[k], want)
 	}
 }
+
+// TestBogusOffsetDoesNotFailWaiters: an event with an impossible offset joins the copy queue of
+// a partition; the legitimate events coalesced with it still succeed, only it gets 400.
+func TestBogusOffsetDoesNotFailWaiters(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 0}] = 10
+	f.gate = make(chan struct{})
+	_, hh := newTestHandler(t, f, Options{})
+	var wg sync.WaitGroup
+	codes := map[int64]int{}
+	var mu sync.Mutex
+	for _, off := range []int64{1 << 40, 0, 5, 7} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _ := post(t, hh, kafkaEvent("orders", 0, off))
+			mu.Lock()
+			codes[off] = code
+			mu.Unlock()
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(f.gate)
+	wg.Wait()
+	if codes[0] != 200 || codes[5] != 200 || codes[7] != 200 || codes[1<<40] != 400 {
+		t.Fatalf("codes %v", codes)
+	}
+}
