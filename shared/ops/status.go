@@ -98,7 +98,8 @@ type CheckpointInfo struct {
 type HeartbeatStatus struct {
 	// ReplicatedTopic is <source>.heartbeats on the target (heartbeats that crossed the flow).
 	ReplicatedTopic string `json:"replicated_topic"`
-	// Replicated is the newest heartbeat found there; LatencyMS is now minus its timestamp.
+	// Replicated is the newest heartbeat found there that was written into the source cluster
+	// (target alias = the flow's source alias); LatencyMS is now minus its timestamp.
 	Replicated *HeartbeatInfo `json:"replicated"`
 	LatencyMS  *int64         `json:"latency_ms"`
 	// Emitted is the newest source->target heartbeat in "heartbeats" on the target.
@@ -392,7 +393,9 @@ func (o *Ops) heartbeatStatus(ctx context.Context, st *Status, now time.Time) er
 		return best, err
 	}
 	var err error
-	st.Heartbeats.Replicated, err = newest(st.Heartbeats.ReplicatedTopic, func(mm2.Heartbeat) bool { return true })
+	// Heartbeats written into the source cluster (by the reverse flow target->source, or further
+	// upstream hops) are the ones that crossed this flow; others may share a test cluster.
+	st.Heartbeats.Replicated, err = newest(st.Heartbeats.ReplicatedTopic, func(h mm2.Heartbeat) bool { return h.TargetAlias == o.opts.SourceAlias })
 	if err != nil {
 		return err
 	}
