@@ -28,9 +28,13 @@ import (
 //   - genuine RemoteClusterUtils.translateOffsets (connect-mirror-client, run through
 //     test/java/MirrorClientTool.java) returns exactly mm2go's checkpoints;
 //   - with group offset sync on, a consumer of that group on the target resumes without
-//     skipping a record.
+//     skipping a record;
+//   - switching back: MM2 restarted with mm2go's group loads mm2go's checkpoints and finds
+//     nothing more recent to write for it.
 func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	c := testkit.Require(t)
+	begin := time.Now()
+	phase := func(what string) { t.Logf("[%5.1fs] %s", time.Since(begin).Seconds(), what) }
 	const partitions, perPartition, filler = 4, 1000, 3
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cp"), partitions, nil)
 	remote := "source." + topic
@@ -76,7 +80,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		syncs = s
 		return len(last) == partitions
 	})
-	t.Logf("MM2 wrote %d offset syncs for %s", len(syncs), topic)
+	phase(fmt.Sprintf("MM2 copied the topic and wrote %d offset syncs for it", len(syncs)))
 
 	// Both groups sit at the same positions: at the end, in the middle, at the start, near the
 	// end.
@@ -94,7 +98,9 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		byMM2 = cps
 		return len(cps) == partitions
 	})
+	phase("MM2 checkpointed " + groupMM2)
 	testkit.StopMM2(t, name)
+	phase("MM2 stopped")
 
 	// mm2go's round for the second group, from MM2's offset syncs.
 	topics, err := filter.Topics(topic, "")
@@ -125,6 +131,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	if sum.CheckpointsWritten != partitions || sum.SyncedOffsets != partitions {
 		t.Errorf("round wrote %d checkpoints and synced %d offsets, want %d each: %+v", sum.CheckpointsWritten, sum.SyncedOffsets, partitions, sum)
 	}
+	phase("mm2go checkpoint round done")
 	byGo, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupGo, remote)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +202,44 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 			t.Errorf("p%d: resumed at upstream %d, past the source position %d", p, u, positions[p])
 		}
 		t.Logf("p%d: source group at %d, target group resumes at upstream %d (%d records read again)", p, positions[p], u, positions[p]-u)
+	}
+
+	// Switch back to MM2 for both groups plus a probe group: MM2's checkpoint task loads
+	// mm2go's checkpoints and, translating the same syncs the same way, writes nothing new for
+	// mm2go's group. The probe's checkpoints, moved twice, prove MM2 ran full rounds meanwhile.
+	recordsOf := func(group string) int {
+		recs, err := testkit.ReadAllErr(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range recs {
+			if cp, err := mm2.DecodeCheckpoint(r.Key, r.Value); err == nil && cp.Group == group {
+				n++
+			}
+		}
+		return n
+	}
+	goRecords := recordsOf(groupGo)
+	probe := testkit.Name(t, "g-probe")
+	commitGroup(t, c.Source.Bootstrap, probe, topic, map[int32]int64{0: 100}, "")
+	name = testkit.StartMM2(t, MM2Properties(c, topic)+"source->target.groups = "+groupMM2+","+groupGo+","+probe+"\n")
+	for _, at := range []int64{100, perPartition} {
+		if at != 100 {
+			commitGroup(t, c.Source.Bootstrap, probe, topic, map[int32]int64{0: at}, "")
+		}
+		testkit.WaitFor(t, 2*time.Minute, fmt.Sprintf("MM2's checkpoint of %s at %d", probe, at), func() bool {
+			cps, err := groupCheckpoints(testkit.Context(t, 20*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", probe, remote)
+			return err == nil && cps[0].UpstreamOffset == at
+		})
+	}
+	testkit.StopMM2(t, name)
+	phase("MM2 restarted, ran two checkpoint rounds, stopped")
+	if n := recordsOf(groupGo); n != goRecords {
+		t.Errorf("MM2 wrote %d more checkpoints for %s after loading mm2go's", n-goRecords, groupGo)
+	}
+	if after, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupGo, remote); err != nil || !reflect.DeepEqual(after, byGo) {
+		t.Errorf("checkpoints of %s after MM2 ran: %v (%v), want %v", groupGo, after, err, byGo)
 	}
 }
 
