@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// TestMirrorRunProcess runs the built binary: exit 0 with a JSON summary, a second run copies
+// nothing, a record budget exits 3 and the next run finishes the copy; bad settings exit 2.
+func TestMirrorRunProcess(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "proc"), 3, nil)
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
+	all := testkit.SampleRecords(topic, 3, 90)
+	testkit.Produce(t, c.Source.Bootstrap, all[:60]...)
+	env := MirrorEnv(c, topic)
+
+	r := RunMirror(t, env)
+	if r.Code != 0 || r.Records() != 60 || r.Summary["reason"] != "done" {
+		t.Fatalf("first run: exit %d, %d records, summary %v\n%s", r.Code, r.Records(), r.Summary, r.Stderr)
+	}
+	if r = RunMirror(t, env); r.Code != 0 || r.Records() != 0 {
+		t.Errorf("second run: exit %d, %d records; want 0, 0\n%s", r.Code, r.Records(), r.Stderr)
+	}
+	testkit.Produce(t, c.Source.Bootstrap, all[60:]...)
+	if r = RunMirror(t, append(env, "MM2_BURST_MAX_RECORDS=10")); r.Code != 3 || r.Records() != 10 {
+		t.Errorf("budget run: exit %d, %d records; want 3, 10\n%s", r.Code, r.Records(), r.Stderr)
+	}
+	if r = RunMirror(t, env); r.Code != 0 || r.Records() != 20 {
+		t.Errorf("last run: exit %d, %d records; want 0, 20\n%s", r.Code, r.Records(), r.Stderr)
+	}
+	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, "source."+topic))
+
+	if r = RunMirror(t, append(env, "MM2_OFFSET_SYNCS_TOPIC_LOCATION=moon")); r.Code != 2 {
+		t.Errorf("bad setting: exit %d, want 2\n%s", r.Code, r.Stderr)
+	}
+}
+
+// bigTopic creates a topic with n records of size bytes whose keys are their index.
+func bigTopic(t *testing.T, c testkit.Clusters, partitions int32, n, size int) string {
+	t.Helper()
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "big"), partitions, nil)
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
+	cl := testkit.Client(t, c.Source.Bootstrap, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	ctx := testkit.Context(t, 2*time.Minute)
+	errs := make(chan error, 1)
+	value := bytes.Repeat([]byte("x"), size)
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(strconv.Itoa(i)), Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	return topic
+}
+
+// killAfter starts `mirror run` and SIGKILLs it once the remote topic holds at least n
+// records (or the process ended on its own).
+func killAfter(t *testing.T, c testkit.Clusters, env []string, remote string, n int64) {
+	t.Helper()
+	cmd := exec.Command(MirrorBinary(t), "run")
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ctx := testkit.Context(t, 2*time.Minute)
+	for {
+		select {
+		case <-exited:
+			t.Logf("mirror ended before reaching %d records on the target", n)
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if got := EndOffsetsSum(ctx, c.Target.Bootstrap, remote); got >= n {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+			t.Logf("SIGKILL with %d offsets on the target", got)
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("timed out waiting for records on the target")
+		}
+	}
+}
+
+// TestMirrorSIGKILL kills a large burst at several points and reruns it: every source record
+// reaches the target (at-least-once); in exactly-once mode a read_committed reader sees each
+// record exactly once.
+func TestMirrorSIGKILL(t *testing.T) {
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			c := testkit.Require(t)
+			const n = 400000
+			topic := bigTopic(t, c, 4, n, 100)
+			remote := "source." + topic
+			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", eos))
+			for _, at := range []int64{20000, 200000, 350000} {
+				killAfter(t, c, env, remote, at)
+			}
+			if r := RunMirror(t, env); r.Code != 0 {
+				t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
+			}
+			var opts []kgo.Opt
+			if eos {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
+			got := testkit.ReadAll(t, c.Target.Bootstrap, remote, opts...)
+			seen := make(map[string]int, n)
+			for _, r := range got {
+				seen[string(r.Key)]++
+			}
+			if len(seen) != n {
+				t.Errorf("target has %d distinct records, want %d", len(seen), n)
+			}
+			dups := len(got) - len(seen)
+			t.Logf("target holds %d records, %d duplicates", len(got), dups)
+			if eos && dups != 0 {
+				t.Errorf("exactly-once: %d records committed more than once", dups)
+			}
+			// Order within each partition is kept (duplicates aside): keys grow.
+			last := map[int32]int{}
+			for _, r := range got {
+				k, _ := strconv.Atoi(string(r.Key))
+				if prev, ok := last[r.Partition]; ok && k < prev && eos {
+					t.Fatalf("partition %d: key %d after %d", r.Partition, k, prev)
+				}
+				last[r.Partition] = k
+			}
+		})
+	}
+}
+
+// TestMirrorSIGTERM stops a burst with SIGTERM: it exits promptly with code 3 after committing
+// its positions, and the next run copies exactly the rest (no duplicates).
+func TestMirrorSIGTERM(t *testing.T) {
+	c := testkit.Require(t)
+	const n = 150000
+	topic := bigTopic(t, c, 4, n, 200)
+	remote := "source." + topic
+	env := MirrorEnv(c, topic)
+	cmd := exec.Command(MirrorBinary(t), "run")
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ctx := testkit.Context(t, 2*time.Minute)
+	testkit.WaitFor(t, time.Minute, "records on the target", func() bool { return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 10000 })
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("mirror did not exit within 20s of SIGTERM")
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 3 && code != 0 {
+		t.Fatalf("exit code after SIGTERM %d, want 3 (or 0 if it had finished)\n%s", code, stderr.String())
+	}
+	if r := RunMirror(t, env); r.Code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", r.Code, r.Stderr)
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
+	if len(got) != n {
+		t.Errorf("target holds %d records after a graceful stop and rerun, want exactly %d", len(got), n)
+	}
+}
+
+// TestMirrorThenRealMM2: after an mm2go burst, genuine MirrorMaker 2 on the same clusters
+// resumes from mm2go's positions: it copies the new records and none twice.
+func TestMirrorThenRealMM2(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "tomm2"), 2, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	all := testkit.SampleRecords(topic, 2, 400)
+	testkit.Produce(t, c.Source.Bootstrap, all[:300]...)
+	if r := RunMirror(t, MirrorEnv(c, topic)); r.Code != 0 || r.Records() != 300 {
+		t.Fatalf("mm2go run: exit %d, %d records\n%s", r.Code, r.Records(), r.Stderr)
+	}
+	testkit.Produce(t, c.Source.Bootstrap, all[300:]...)
+
+	name := testkit.StartMM2(t, MM2Properties(c, topic))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("MirrorMaker 2 log:\n%s", tail(testkit.MM2Log(t, name), 4000))
+		}
+	})
+	ctx := testkit.Context(t, 3*time.Minute)
+	testkit.WaitFor(t, 2*time.Minute, "MirrorMaker 2 to copy the new records", func() bool {
+		return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 400
+	})
+	time.Sleep(3 * time.Second) // would MM2 re-copy anything, give it the time to
+	testkit.StopMM2(t, name)
+	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
+}
+
+// TestRealMM2ThenMirror: after genuine MirrorMaker 2 copied a topic and stopped (flushing its
+// Connect offsets), an mm2go burst continues from MM2's positions with no loss and no re-copy.
+func TestRealMM2ThenMirror(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "frommm2"), 2, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	all := testkit.SampleRecords(topic, 2, 400)
+	testkit.Produce(t, c.Source.Bootstrap, all[:250]...)
+
+	name := testkit.StartMM2(t, MM2Properties(c, topic))
+	ctx := testkit.Context(t, 3*time.Minute)
+	testkit.WaitFor(t, 2*time.Minute, "MirrorMaker 2 to copy the topic", func() bool {
+		return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 250
+	})
+	time.Sleep(2 * time.Second) // one more offset flush (offset.flush.interval.ms=1000)
+	testkit.StopMM2(t, name)
+
+	testkit.Produce(t, c.Source.Bootstrap, all[250:]...)
+	r := RunMirror(t, MirrorEnv(c, topic))
+	if r.Code != 0 || r.Records() != 150 {
+		t.Errorf("mm2go after MM2: exit %d, %d records; want 0, 150\n%s", r.Code, r.Records(), r.Stderr)
+	}
+	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
+}
