@@ -169,6 +169,14 @@ func (p *Plan) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Cluster, i.Purpose, ex, i.Partitions, i.CreatedBy)
 	}
+	for _, b := range p.EventHubs {
+		fmt.Fprintf(tw, "event hubs (%s): %s\n", b.Cluster, b.Notice)
+		if b.Error != "" {
+			fmt.Fprintf(tw, "event hubs (%s): THE RUN WOULD STOP: %s\n", b.Cluster, b.Error)
+		} else {
+			fmt.Fprintf(tw, "event hubs (%s): %d topics to create or grow fit the budget\n", b.Cluster, len(b.Topics))
+		}
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(tw, "note: %s\n", n)
 	}

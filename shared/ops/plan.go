@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/policy"
 )
@@ -28,8 +29,25 @@ type Plan struct {
 	Grow        []string `json:"grow"`
 	SyncConfigs []string `json:"sync_configs"`
 	Records     int64    `json:"records"`
+	// EventHubs reports the Event Hubs budgets of clusters whose Event Hubs profile is on.
+	EventHubs []EventHubsBudget `json:"event_hubs,omitempty"`
 	// Notes are warnings (e.g. a remote topic with more partitions than its source).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// EventHubsBudget is one Event Hubs namespace's budget check for the run.
+type EventHubsBudget struct {
+	Cluster string `json:"cluster"`
+	Tier    string `json:"tier"`
+	// MaxTopics and MaxPartitions are the namespace's limits (0: unlimited).
+	MaxTopics     int   `json:"max_topics"`
+	MaxPartitions int32 `json:"max_partitions_per_topic"`
+	// Topics are the topics the run would create or grow there, with partition counts.
+	Topics map[string]int32 `json:"topics"`
+	// Notice is what the profile changes; Error says why the run would stop before creating
+	// anything ("" when it fits).
+	Notice string `json:"notice"`
+	Error  string `json:"error,omitempty"`
 }
 
 // TopicPlan is one source topic.
@@ -124,6 +142,9 @@ func (o *Ops) Plan(ctx context.Context) (*Plan, error) {
 	if err := o.planInternal(ctx, pl); err != nil {
 		return nil, err
 	}
+	if err := o.planBudgets(ctx, pl, selected); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 
@@ -187,6 +208,10 @@ func (o *Ops) planTargets(ctx context.Context, pl *Plan, sel []*TopicPlan) error
 			}
 			existing = append(existing, t.Topic)
 		}
+	}
+	if !o.copyConfigs() {
+		pl.Notes = append(pl.Notes, "topic configs are neither copied nor synced: a cluster of the flow is Event Hubs")
+		return nil
 	}
 	if len(create) == 0 && !(o.opts.SyncTopicConfigs && len(existing) > 0) {
 		return nil
@@ -358,4 +383,49 @@ func sameValue(a, b *string) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// copyConfigs is the engine's rule: no config copy or sync where a side is Event Hubs without
+// config support.
+func (o *Ops) copyConfigs() bool {
+	allows := func(p cluster.Profile) bool { return !p.EventHubs || p.SyncConfigs }
+	return allows(o.opts.SourceProfile) && allows(o.opts.TargetProfile)
+}
+
+// planBudgets checks the topics the run would create or grow against Event Hubs budgets
+// (cluster.Profile.CheckBudget only lists topics).
+func (o *Ops) planBudgets(ctx context.Context, pl *Plan, sel []*TopicPlan) error {
+	for _, side := range []engine.Side{engine.Source, engine.Target} {
+		prof := o.opts.SourceProfile
+		if side == engine.Target {
+			prof = o.opts.TargetProfile
+		}
+		if !prof.EventHubs {
+			continue
+		}
+		want := map[string]int32{}
+		if side == engine.Target {
+			for _, t := range sel {
+				if t.Action == "create" || t.Action == "grow" {
+					want[t.Remote] = t.Partitions
+				}
+			}
+		}
+		for _, it := range pl.Internal {
+			if it.Cluster == side.String() && !it.Exists {
+				want[it.Name] = it.Partitions
+			}
+		}
+		b := EventHubsBudget{Cluster: side.String(), Tier: prof.Tier, MaxTopics: prof.MaxTopics, MaxPartitions: prof.MaxPartitionsPerTopic, Topics: want, Notice: prof.Notice()}
+		_, adm := o.client(side)
+		if err := prof.CheckBudget(ctx, adm, want); err != nil {
+			var be *cluster.BudgetError
+			if !errors.As(err, &be) {
+				return err
+			}
+			b.Error = err.Error()
+		}
+		pl.EventHubs = append(pl.EventHubs, b)
+	}
+	return nil
 }
