@@ -221,10 +221,8 @@ func (c *EngineCopier) WriteAt(ctx context.Context, topic string, partition int3
 	if err := res.FirstErr(); err != nil {
 		return fmt.Errorf("writing %s[%d]@%d to %s on target: %w", topic, partition, upstream, remote, err)
 	}
-	if opts.OffsetLagMax >= 0 {
-		if err := c.sync(ctx, topic, partition, upstream, out.Offset); err != nil {
-			return err
-		}
+	if err := c.sync(ctx, topic, partition, upstream, out.Offset); err != nil {
+		return err
 	}
 	key := mm2.SourceOffsetKey(opts.SourceAlias, topic, partition)
 	pos := &kgo.Record{Topic: c.e.OffsetsTopic(), Partition: mm2.KeyPartition(key, nparts), Key: key, Value: mm2.OffsetValue(upstream)}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -250,5 +249,3 @@ func freePortBlock(t testing.TB) int {
 	t.Fatal("no free port block")
 	return 0
 }
-
-var errNotYet = errors.New("not yet")
