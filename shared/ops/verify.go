@@ -341,6 +341,24 @@ func (o *Ops) comparePartition(ctx context.Context, pv *PartitionVerify, vo Veri
 	}
 	src, srcErr := read(engine.Source, pv.Topic, pv.SourceFrom, pv.SourceTo)
 	tgt, tgtErr := read(engine.Target, pv.Remote, pv.TargetFrom, pv.TargetTo)
+	walk(src, tgt, pv, vo)
+	pv.SourceRecords, pv.TargetRecords = src.n, tgt.n
+	pv.SourceHash = hex.EncodeToString(src.hash.Sum(nil))
+	pv.TargetHash = hex.EncodeToString(tgt.hash.Sum(nil))
+	for _, c := range []<-chan error{srcErr, tgtErr} {
+		if err := <-c; err == errIncomplete {
+			pv.Note = "a range's tail could not be read (compacted or deleted records): counts cover what was read"
+		} else if err != nil {
+			return fmt.Errorf("verifying %s-%d: %w", pv.Topic, pv.Partition, err)
+		}
+	}
+	return nil
+}
+
+var errIncomplete = fmt.Errorf("range not fully readable")
+
+// walk compares the two digest streams in order and counts and lists the differences in pv.
+func walk(src, tgt *stream, pv *PartitionVerify, vo VerifyOptions) {
 	list := func(kind string, s, t int64) {
 		if len(pv.Differences) < vo.MaxListed {
 			pv.Differences = append(pv.Differences, Difference{Kind: kind, SourceOffset: s, TargetOffset: t})
@@ -388,17 +406,4 @@ func (o *Ops) comparePartition(ctx context.Context, pv *PartitionVerify, vo Veri
 		}
 		break
 	}
-	pv.SourceRecords, pv.TargetRecords = src.n, tgt.n
-	pv.SourceHash = hex.EncodeToString(src.hash.Sum(nil))
-	pv.TargetHash = hex.EncodeToString(tgt.hash.Sum(nil))
-	for _, c := range []<-chan error{srcErr, tgtErr} {
-		if err := <-c; err == errIncomplete {
-			pv.Note = "a range's tail could not be read (compacted or deleted records): counts cover what was read"
-		} else if err != nil {
-			return fmt.Errorf("verifying %s-%d: %w", pv.Topic, pv.Partition, err)
-		}
-	}
-	return nil
 }
-
-var errIncomplete = fmt.Errorf("range not fully readable")
