@@ -152,7 +152,7 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
-	offsetsParts, err := e.ensureOffsetsTopic(ctx)
+	offsetsParts, fresh, err := e.ensureOffsetsTopic(ctx)
 	if err != nil {
 		return e.failed(start, err)
 	}
@@ -167,7 +167,14 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 	if e.opts.ExactlyOnce {
 		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsetsParts, syncs)
 	}
-	works, err := e.plan(ctx, tps, remote, limit, offsetsParts)
+	var works []*work
+	if fresh {
+		// This burst created the offsets topic: no position can be stored yet (at-least-once
+		// only; in exactly-once mode positions are always read after fencing).
+		works, err = e.planFrom(ctx, tps, remote, limit, nil)
+	} else {
+		works, err = e.plan(ctx, tps, remote, limit, offsetsParts)
+	}
 	if err != nil {
 		return e.failed(start, err)
 	}

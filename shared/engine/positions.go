@@ -25,8 +25,8 @@ func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
 
 // ensureOffsetsTopic creates the offsets topic like a Connect worker would (compacted,
 // OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
-func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, error) {
-	return ensureTopic(ctx, e.tgtAdm, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
+func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, bool, error) {
+	return ensureTopicCreated(ctx, e.tgtAdm, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
 		e.opts.OffsetStorageReplicationFactor, e.internalTopicConfigs(Target))
 }
 

@@ -20,7 +20,7 @@ func TestReadPositions(t *testing.T) {
 	f := newFlow(t, "unused")
 	e := f.engine()
 	ctx := testkit.Context(t, time.Minute)
-	n, err := e.ensureOffsetsTopic(ctx)
+	n, _, err := e.ensureOffsetsTopic(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

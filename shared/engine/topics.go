@@ -246,21 +246,29 @@ func sameValue(a, b *string) bool {
 // ensureTopic creates a single-purpose internal topic if it does not exist and returns its
 // partition count.
 func ensureTopic(ctx context.Context, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) (int32, error) {
+	n, _, err := ensureTopicCreated(ctx, adm, name, partitions, rf, configs)
+	return n, err
+}
+
+// ensureTopicCreated is ensureTopic also reporting whether this call created the topic.
+func ensureTopicCreated(ctx context.Context, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) (n int32, created bool, err error) {
 	md, err := adm.Metadata(ctx, name)
 	if err != nil {
-		return 0, fmt.Errorf("describing topic %q: %w", name, err)
+		return 0, false, fmt.Errorf("describing topic %q: %w", name, err)
 	}
 	if d, ok := md.Topics[name]; ok && d.Err == nil && len(d.Partitions) > 0 {
-		return int32(len(d.Partitions)), nil
+		return int32(len(d.Partitions)), false, nil
 	}
 	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
+	created = err == nil
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, fmt.Errorf("creating topic %q: %w", name, err)
+		return 0, false, fmt.Errorf("creating topic %q: %w", name, err)
 	}
-	return waitForTopic(ctx, adm, name)
+	n, err = waitForTopic(ctx, adm, name)
+	return n, created, err
 }
 
 // waitForTopic waits until a just-created topic has a leader for every partition (metadata
