@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mirrorevents"
+	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/serve"
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/kafkasource"
@@ -248,4 +250,49 @@ func freePortBlock(t testing.TB) int {
 	}
 	t.Fatal("no free port block")
 	return 0
+}
+
+// assertPositionsAndSyncs checks what the function left behind besides records, as MM2 would:
+// the stored position of every partition is its source end - 1 (the offsets topic), and the
+// offset-syncs topic (on the source) has syncs for the topic whose downstream offsets point at
+// the copies of their upstream records.
+func assertPositionsAndSyncs(t *testing.T, fn *serveFunc, sourceBootstrap, topic string, ends map[int32]int64, want, got []*kgo.Record) {
+	t.Helper()
+	ctx := testkit.Context(t, 30*time.Second)
+	for p, end := range ends {
+		next, ok, err := fn.copier.Position(ctx, topic, p)
+		if err != nil || !ok || next != end {
+			t.Errorf("stored position of %s[%d]: next %d (stored %v, %v), want %d", topic, p, next, ok, err, end)
+		}
+	}
+	// Upstream offset -> index in the partition's records, to check the downstream offsets.
+	syncs := testkit.ReadAll(t, sourceBootstrap, "mm2-offset-syncs.target.internal")
+	found := map[int32]int{}
+	for _, r := range syncs {
+		s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil || s.Topic != topic {
+			continue
+		}
+		found[s.Partition]++
+		var gotRec *kgo.Record
+		for _, g := range got {
+			if g.Partition == s.Partition && g.Offset == s.DownstreamOffset {
+				gotRec = g
+			}
+		}
+		var wantRec *kgo.Record
+		for _, w := range want {
+			if w.Partition == s.Partition && w.Offset == s.UpstreamOffset {
+				wantRec = w
+			}
+		}
+		if gotRec == nil || wantRec == nil || !bytes.Equal(gotRec.Value, wantRec.Value) || !bytes.Equal(gotRec.Key, wantRec.Key) {
+			t.Errorf("offset sync %+v does not map an upstream record to its copy", s)
+		}
+	}
+	for p := range ends {
+		if found[p] == 0 {
+			t.Errorf("no offset sync for %s[%d]", topic, p)
+		}
+	}
 }

@@ -43,6 +43,7 @@ func TestServeFetchModeByteExact(t *testing.T) {
 	}
 	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
 	testkit.AssertSameRecords(t, want, got)
+	assertPositionsAndSyncs(t, fn, c.Source.Bootstrap, topic, ends, want, got)
 	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
 
 	// Redelivery: every record again, in order, then all at once (unordered).
@@ -156,6 +157,7 @@ func TestServePayloadModeDocumentedLoss(t *testing.T) {
 		want[i] = payloadExpectation(r)
 	}
 	testkit.AssertSameRecords(t, want, gotLive)
+	assertPositionsAndSyncs(t, fn, c.Source.Bootstrap, topic, ends, append(seeds, recs...), got)
 
 	// Redelivery of everything writes nothing.
 	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
