@@ -63,6 +63,20 @@ func freePortBase(t *testing.T) int {
 // startOAuthBroker starts the OAUTHBEARER cluster validating fake's tokens.
 func startOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server) *oauthBroker {
 	t.Helper()
+	// Another test may bind a port between our check and the broker's
+	// start: try a few port ranges.
+	var ob *oauthBroker
+	for attempt := 0; ; attempt++ {
+		var inUse bool
+		ob, inUse = tryStartOAuthBroker(t, c, fake, attempt == 2)
+		if !inUse {
+			return ob
+		}
+	}
+}
+
+func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server, last bool) (*oauthBroker, bool) {
+	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	base := freePortBase(t)
@@ -113,6 +127,10 @@ func startOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server) 
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		log, _ := os.ReadFile(ob.LogFile)
+		if !last && strings.Contains(string(log), "Address already in use") {
+			_ = os.RemoveAll(filepath.Join(ob.KafkaHome, ob.Name))
+			return nil, true
+		}
 		t.Fatalf("starting the OAUTHBEARER broker: %v\n%s\n%s", err, out, lastLines(string(log), 40))
 	}
 	t.Cleanup(func() {
@@ -125,7 +143,25 @@ func startOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server) 
 			_ = os.RemoveAll(filepath.Join(ob.KafkaHome, ob.Name))
 		}
 	})
-	return ob
+	return ob, false
+}
+
+// logSize and logSince let a test read what the broker logged in between,
+// e.g. why it refused a token (the client only gets "invalid_token").
+func (ob *oauthBroker) logSize() int64 {
+	st, err := os.Stat(ob.LogFile)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func (ob *oauthBroker) logSince(off int64) string {
+	b, _ := os.ReadFile(ob.LogFile)
+	if int64(len(b)) < off {
+		return ""
+	}
+	return string(b[off:])
 }
 
 func lastLines(s string, n int) string {

@@ -117,8 +117,16 @@ func TestAzureADOAuthBearer(t *testing.T) {
 		}
 	})
 
-	refused := func(t *testing.T, mech sasl.Mechanism) error {
+	// refused checks that the broker refuses the token and logs why: the
+	// reason must be the one the test provoked, not another.
+	refused := func(t *testing.T, mech sasl.Mechanism, reason string) error {
 		t.Helper()
+		off := ob.logSize()
+		defer func() {
+			if !strings.Contains(ob.logSince(off), reason) {
+				t.Errorf("the broker did not log %q as the reason:\n%s", reason, lastLines(ob.logSince(off), 10))
+			}
+		}()
 		cl := oauthClient(t, ob, mech)
 		ctx := testkit.Context(t, 30*time.Second)
 		err := cl.Ping(ctx)
@@ -141,25 +149,25 @@ func TestAzureADOAuthBearer(t *testing.T) {
 		// Only the scope differs from the accepted client-secret case, so the
 		// refusal is the audience check (the broker answers just
 		// {"status":"invalid_token"}).
-		err = refused(t, tokens.Mechanism())
+		err = refused(t, tokens.Mechanism(), "Audience (aud) claim [https://eventhubs.azure.net]")
 		t.Logf("wrong audience: %v", err)
 	})
 
 	t.Run("expired token refused", func(t *testing.T) {
 		// Beyond the broker's 30 s clock skew allowance.
 		tok := fake.Mint(ob.Audience, azSPClientID, time.Now().Add(-2*time.Hour), time.Hour)
-		err := refused(t, oauth.Auth{Token: tok}.AsMechanism())
+		err := refused(t, oauth.Auth{Token: tok}.AsMechanism(), "on or after the Expiration Time")
 		t.Logf("expired: %v", err)
 	})
 
 	t.Run("token signed by another key refused", func(t *testing.T) {
-		refused(t, oauth.Auth{Token: fake.MintForeign(ob.Audience, azSPClientID)}.AsMechanism())
+		refused(t, oauth.Auth{Token: fake.MintForeign(ob.Audience, azSPClientID)}.AsMechanism(), "JwtValidatorException")
 	})
 
 	t.Run("wrong issuer refused", func(t *testing.T) {
 		other := entrafake.New(t, entrafake.Config{Tenant: "another-tenant"})
 		// Same audience, foreign issuer and key: refused either way.
-		refused(t, oauth.Auth{Token: other.Mint(ob.Audience, azSPClientID, time.Now(), time.Hour)}.AsMechanism())
+		refused(t, oauth.Auth{Token: other.Mint(ob.Audience, azSPClientID, time.Now(), time.Hour)}.AsMechanism(), "JwtValidatorException")
 	})
 
 	t.Run("token fetch failure names cluster and credential", func(t *testing.T) {
