@@ -44,10 +44,22 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		WriteConnectOffsets:               true,
 		OffsetStorageTopic:                cfg.OffsetStorageTopic,
 	}
+	srcProfile, err := cluster.SettingsProfile(cfg.Source)
+	if err != nil {
+		return nil, &cli.ConfigError{Err: err}
+	}
+	tgtProfile, err := cluster.SettingsProfile(cfg.Target)
+	if err != nil {
+		return nil, &cli.ConfigError{Err: err}
+	}
+	opts.CheckpointsTopicConfigs = tgtProfile.InternalTopicConfigs()
 	if err := opts.withDefaults(); err != nil {
 		return nil, &cli.ConfigError{Err: err}
 	}
-	j, err := New(ctx, opts, clientFunc(cfg.Source, logger), clientFunc(cfg.Target, logger), logger)
+	if n := tgtProfile.Notice(); n != "" {
+		logger.Info(n)
+	}
+	j, err := New(ctx, opts, clientFunc(cfg.Source, srcProfile, logger), clientFunc(cfg.Target, tgtProfile, logger), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +72,11 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 	return j, nil
 }
 
-func clientFunc(s cluster.Settings, logger *slog.Logger) ClientFunc {
+// clientFunc builds clients for one cluster: its settings, its profile's
+// options (Event Hubs limits), then the job's own.
+func clientFunc(s cluster.Settings, p cluster.Profile, logger *slog.Logger) ClientFunc {
 	return func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-		return cluster.NewClient(ctx, s, logger, extra...)
+		return cluster.NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
 	}
 }
 

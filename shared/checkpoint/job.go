@@ -154,7 +154,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	if err := j.ping(ctx); err != nil {
 		return sum, err
 	}
-	if err := ensureTopic(ctx, j.tgtAdm, j.checkpointsTopic, j.opts.CheckpointsTopicReplicationFactor); err != nil {
+	if err := ensureTopic(ctx, j.tgtAdm, j.checkpointsTopic, j.opts.CheckpointsTopicReplicationFactor, j.opts.CheckpointsTopicConfigs); err != nil {
 		return sum, fmt.Errorf("checkpoints topic on target %q: %w", j.opts.TargetAlias, err)
 	}
 
@@ -455,15 +455,14 @@ func (j *Job) checkpointGroup(g group, syncs *offsetsync.Store, cps *checkpointS
 	return gs, recs, emitted, nil
 }
 
-// ensureTopic creates a one-partition compacted topic if it does not exist.
-// It works without the right to create topics when the topic exists.
-func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) error {
+// ensureTopic creates a one-partition topic with configs if it does not
+// exist. It works without the right to create topics when the topic exists.
+func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16, configs map[string]*string) error {
 	exists, err := topicExists(ctx, adm, name)
 	if err != nil || exists {
 		return err
 	}
-	compact := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, name)
+	resp, err := adm.CreateTopic(ctx, 1, rf, configs, name)
 	if err == nil {
 		err = resp.Err
 	}

@@ -38,6 +38,10 @@ type Options struct {
 	// CheckpointsTopicReplicationFactor for a created checkpoints topic;
 	// 0 or -1 means the target broker's default.
 	CheckpointsTopicReplicationFactor int16
+	// CheckpointsTopicConfigs are the configs of a created checkpoints topic.
+	// Nil means cleanup.policy=compact, as MM2 creates it; an Event Hubs
+	// namespace without compaction gets an empty map (cluster.Profile).
+	CheckpointsTopicConfigs map[string]*string
 
 	// DisableCheckpoints is emit.checkpoints.enabled=false: like MM2, which
 	// then runs no checkpoint task at all, a round does nothing (and syncs no
@@ -90,6 +94,10 @@ func (o *Options) withDefaults() error {
 		o.OffsetSyncsTopicLocation = SyncsOnTarget
 	default:
 		return fmt.Errorf("checkpoint options: offset-syncs.topic.location %q: want source or target", o.OffsetSyncsTopicLocation)
+	}
+	if o.CheckpointsTopicConfigs == nil {
+		compact := "compact"
+		o.CheckpointsTopicConfigs = map[string]*string{"cleanup.policy": &compact}
 	}
 	if o.CheckpointsTopicReplicationFactor == 0 {
 		o.CheckpointsTopicReplicationFactor = -1

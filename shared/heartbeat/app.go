@@ -33,10 +33,19 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		DisableReverse:                   !cfg.ReverseHeartbeatsEnabled,
 		WriteConnectOffsets:              true,
 	}
+	srcProfile, err := cluster.SettingsProfile(cfg.Source)
+	if err != nil {
+		return nil, &cli.ConfigError{Err: err}
+	}
+	tgtProfile, err := cluster.SettingsProfile(cfg.Target)
+	if err != nil {
+		return nil, &cli.ConfigError{Err: err}
+	}
+	opts.SourceTopicConfigs, opts.TargetTopicConfigs = srcProfile.InternalTopicConfigs(), tgtProfile.InternalTopicConfigs()
 	if err := opts.withDefaults(); err != nil {
 		return nil, &cli.ConfigError{Err: err}
 	}
-	j, err := New(ctx, opts, clientFunc(cfg.Source, logger), clientFunc(cfg.Target, logger), logger)
+	j, err := New(ctx, opts, clientFunc(cfg.Source, srcProfile, logger), clientFunc(cfg.Target, tgtProfile, logger), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -49,9 +58,11 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 	return j, nil
 }
 
-func clientFunc(s cluster.Settings, logger *slog.Logger) ClientFunc {
+// clientFunc builds clients for one cluster: its settings, its profile's
+// options (Event Hubs limits), then the job's own.
+func clientFunc(s cluster.Settings, p cluster.Profile, logger *slog.Logger) ClientFunc {
 	return func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-		return cluster.NewClient(ctx, s, logger, extra...)
+		return cluster.NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
 	}
 }
 

@@ -47,6 +47,11 @@ type Options struct {
 	// HeartbeatsTopicReplicationFactor for created heartbeats topics; 0 or -1
 	// means the broker's default.
 	HeartbeatsTopicReplicationFactor int16
+	// TargetTopicConfigs and SourceTopicConfigs are the configs of a created
+	// heartbeats topic on each cluster. Nil means cleanup.policy=compact, as
+	// MM2 creates it; an Event Hubs namespace without compaction gets an
+	// empty map (cluster.Profile).
+	TargetTopicConfigs, SourceTopicConfigs map[string]*string
 	// DisableHeartbeats is emit.heartbeats.enabled=false: no heartbeat to the
 	// target.
 	DisableHeartbeats bool
@@ -71,6 +76,13 @@ func (o *Options) withDefaults() error {
 	}
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
+	}
+	compact := "compact"
+	if o.TargetTopicConfigs == nil {
+		o.TargetTopicConfigs = map[string]*string{"cleanup.policy": &compact}
+	}
+	if o.SourceTopicConfigs == nil {
+		o.SourceTopicConfigs = map[string]*string{"cleanup.policy": &compact}
 	}
 	if o.HeartbeatsTopicReplicationFactor == 0 {
 		o.HeartbeatsTopicReplicationFactor = -1
@@ -201,10 +213,11 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		adm         *kadm.Client
 		hb          mm2.Heartbeat
 		write       bool
+		configs     map[string]*string
 	}
 	sides := []side{
-		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats},
-		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse},
+		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats, j.opts.TargetTopicConfigs},
+		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse, j.opts.SourceTopicConfigs},
 	}
 	if err := j.ping(ctx); err != nil {
 		return sum, err
@@ -215,7 +228,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		if !s.write {
 			continue
 		}
-		if err := ensureTopic(ctx, s.adm, topic, j.opts.HeartbeatsTopicReplicationFactor); err != nil {
+		if err := ensureTopic(ctx, s.adm, topic, j.opts.HeartbeatsTopicReplicationFactor, s.configs); err != nil {
 			return sum, fmt.Errorf("heartbeats topic on %s %q: %w", s.name, s.alias, err)
 		}
 		now := j.opts.Now()
@@ -403,9 +416,9 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 	}
 }
 
-// ensureTopic creates a one-partition compacted topic if it does not exist.
-// It works without the right to create topics when the topic exists.
-func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) error {
+// ensureTopic creates a one-partition topic with configs if it does not
+// exist. It works without the right to create topics when the topic exists.
+func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16, configs map[string]*string) error {
 	md, err := adm.Metadata(ctx, name)
 	if err != nil {
 		return fmt.Errorf("describing topic %q: %w", name, err)
@@ -415,8 +428,7 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) e
 	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("describing topic %q: %w", name, d.Err)
 	}
-	compact := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, name)
+	resp, err := adm.CreateTopic(ctx, 1, rf, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
