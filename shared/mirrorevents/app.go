@@ -27,13 +27,19 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 			kt = k
 		}
 	}
-	e, err := engine.FromConfig(ctx, cfg, env.LookupEnv, env.Logger)
+	o, err := engine.OptionsFromConfig(cfg, env.LookupEnv)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	o.Metrics = env.Metrics
+	e, err := engine.New(ctx, o, engine.Dialer(cfg, env.Logger), env.Logger)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
 	c := NewEngineCopier(e, engine.Dialer(cfg, env.Logger),
 		engine.BurstOptions{MaxDuration: cfg.BurstMaxDuration, MaxRecords: cfg.BurstMaxRecords}, env.Logger)
+	c.metrics = env.Metrics
 	defer c.Close()
 	h, err := New(c, Options{Mode: Mode(cfg.EventMode), BurstEventTypes: cfg.BurstEventTypes, KeyType: kt}, env.Logger)
 	if err != nil {
@@ -41,5 +47,9 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 	}
 	defer h.Close()
 	env.Logger.Info("mirror serve", "event_mode", string(h.opts.Mode), "key_type", string(kt), "burst_event_types", cfg.BurstEventTypes)
-	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port))}, env.Logger, h)
+	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port))}
+	if env.Metrics != nil {
+		sc.Metrics = env.Metrics.Handler()
+	}
+	return serve.Run(ctx, sc, env.Logger, h)
 }

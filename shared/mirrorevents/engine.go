@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/engine"
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
 )
@@ -26,6 +27,8 @@ type EngineCopier struct {
 	dial  engine.DialFunc
 	log   *slog.Logger
 	burst engine.BurstOptions
+	// metrics, if set, counts bursts and payload writes (the engine counts its own copies).
+	metrics *metrics.Recorder
 
 	mu       sync.Mutex
 	src      *kgo.Client // source metadata/end offsets
@@ -190,7 +193,9 @@ func (c *EngineCopier) CopyThrough(ctx context.Context, topic string, partition 
 // Burst runs one engine burst.
 func (c *EngineCopier) Burst(ctx context.Context) (any, error) {
 	sum, err := c.e.Burst(ctx, c.burst)
+	c.metrics.Burst(ctx, sum.Reason, sum.Duration)
 	if err != nil {
+		c.metrics.Error(ctx, metrics.ErrorKind(err))
 		return sum, err
 	}
 	return sum, nil
@@ -224,6 +229,7 @@ func (c *EngineCopier) WriteAt(ctx context.Context, topic string, partition int3
 	if err := c.sync(ctx, topic, partition, upstream, out.Offset); err != nil {
 		return err
 	}
+	c.metrics.Copied(ctx, topic, partition, 1, int64(len(out.Key)+len(out.Value)))
 	key := mm2.SourceOffsetKey(opts.SourceAlias, topic, partition)
 	pos := &kgo.Record{Topic: c.e.OffsetsTopic(), Partition: mm2.KeyPartition(key, nparts), Key: key, Value: mm2.OffsetValue(upstream)}
 	if err := tgt.ProduceSync(ctx, pos).FirstErr(); err != nil {
