@@ -241,3 +241,26 @@ func TestEventHubsDoubleRefusesWhatTheProfilePrevents(t *testing.T) {
 		}
 	})
 }
+
+// TestEventHubsDoubleIdleCut checks that a client with the profile keeps
+// working when Azure drops its idle connections (scaled down: the double cuts
+// after one second instead of 240).
+func TestEventHubsDoubleIdleCut(t *testing.T) {
+	f := ehfake.New(t, ehfake.Config{IdleCut: time.Second, Topics: map[string]int32{"t": 1}})
+	p, err := NewProfile("target", ProfileConfig{Mode: ProfileOn}, []string{f.Addr}, true, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := ehClient(t, f, append(p.ClientOpts(), kgo.DisableIdempotentWrite())...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d after an idle period: %v", i, err)
+		}
+		time.Sleep(1500 * time.Millisecond) // longer than the cut
+	}
+	if f.IdleCuts.Load() == 0 {
+		t.Fatal("the double cut no idle connection")
+	}
+}
