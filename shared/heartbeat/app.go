@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cli"
@@ -89,6 +92,8 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 		return serve.Text(http.StatusServiceUnavailable, "%v", err)
 	case ctx.Err() != nil:
 		return serve.Text(http.StatusServiceUnavailable, "heartbeat round interrupted: %v", err)
+	case transient(err):
+		return serve.Text(http.StatusServiceUnavailable, "heartbeat round failed, retry later: %v", err)
 	}
 	return serve.Text(http.StatusInternalServerError, "heartbeat round failed: %v", err)
 }
@@ -120,4 +125,13 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 	}
 	defer j.Close()
 	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port))}, env.Logger, j)
+}
+
+// transient reports failures worth retrying later (the answer is then 503):
+// the network, timeouts, and Kafka errors the protocol marks retriable
+// (leader moves, coordinator loading, ...).
+func transient(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || kerr.IsRetriable(err)
 }
