@@ -250,6 +250,9 @@ func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			if p.nextKnown() > offset {
+				return nil // covered, even if the copy as a whole did not finish
+			}
 			if f.err != nil && f.through >= offset {
 				var pe *PermanentError
 				if errors.As(f.err, &pe) && offset < f.through {
@@ -295,12 +298,22 @@ func (h *Handler) runCopy(k tp, p *partition, f *flight) {
 		}
 		if f.err != nil {
 			h.log.Warn("copy failed", "topic", k.topic, "partition", k.partition, "through", f.through, "err", f.err)
+			var pe *PermanentError
+			if !errors.As(f.err, &pe) {
+				// A copy that stopped part-way (its time budget, a lost cluster) committed
+				// what it copied: learn how far, so the events it covered are answered.
+				pctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+				if n, ok, err := h.c.Position(pctx, k.topic, k.partition); err == nil && ok {
+					f.next = n
+				}
+				cancel()
+			}
 		} else {
 			h.log.Debug("copied", "topic", k.topic, "partition", k.partition, "through", f.through, "next", f.next, "duration_ms", time.Since(start).Milliseconds())
 		}
 	}
 	p.mu.Lock()
-	if f.err == nil && f.next > p.next {
+	if f.next > p.next {
 		p.next = f.next
 	}
 	p.flight = nil

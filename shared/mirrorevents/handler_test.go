@@ -30,6 +30,7 @@ type fakeCopier struct {
 	copies   atomic.Int32
 	gate     chan struct{} // if set, CopyThrough waits for it
 	err      error         // returned by CopyThrough/WriteAt when set
+	stopAt   int64         // if > 0, CopyThrough copies only below it, then fails
 	selected func(string) bool
 }
 
@@ -69,10 +70,17 @@ func (f *fakeCopier) CopyThrough(ctx context.Context, t string, p int32, off int
 	if off >= end {
 		return 0, Permanent(fmt.Errorf("offset %d beyond end %d", off, end))
 	}
-	for o := f.next[k]; o < end; o++ {
+	stop := end
+	if f.stopAt > 0 && f.stopAt < end {
+		stop = f.stopAt
+	}
+	for o := f.next[k]; o < stop; o++ {
 		f.written[k] = append(f.written[k], o)
 	}
-	f.next[k] = end
+	f.next[k] = stop
+	if stop < end {
+		return 0, fmt.Errorf("copy stopped (max-duration) with %d records left", end-stop)
+	}
 	return end, nil
 }
 func (f *fakeCopier) WriteAt(_ context.Context, t string, p int32, rec *kgo.Record) error {
@@ -351,5 +359,43 @@ func TestBogusOffsetDoesNotFailWaiters(t *testing.T) {
 	wg.Wait()
 	if codes[0] != 200 || codes[5] != 200 || codes[7] != 200 || codes[1<<40] != 400 {
 		t.Fatalf("codes %v", codes)
+	}
+}
+
+// TestPartialCopyAnswersCoveredEvents: a copy that stops part-way (its time budget) committed
+// what it copied; events it covered get 200, the others 503, and a retry finishes.
+func TestPartialCopyAnswersCoveredEvents(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 0}] = 100
+	f.stopAt = 40
+	f.gate = make(chan struct{})
+	_, hh := newTestHandler(t, f, Options{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int64]int{}
+	for _, off := range []int64{10, 39, 40, 90} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _ := post(t, hh, kafkaEvent("orders", 0, off))
+			mu.Lock()
+			codes[off] = code
+			mu.Unlock()
+		}()
+		time.Sleep(30 * time.Millisecond)
+	}
+	close(f.gate)
+	wg.Wait()
+	if codes[10] != 200 || codes[39] != 200 || codes[40] != 503 || codes[90] != 503 {
+		t.Fatalf("codes %v", codes)
+	}
+	f.mu.Lock()
+	f.stopAt = 0
+	f.mu.Unlock()
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 90)); code != 200 {
+		t.Fatalf("retry: %d %s", code, body)
+	}
+	if n := len(f.written[tp{"orders", 0}]); n != 100 {
+		t.Fatalf("%d written, want 100", n)
 	}
 }
