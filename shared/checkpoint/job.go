@@ -369,10 +369,12 @@ func (j *Job) listGroups(ctx context.Context) ([]group, error) {
 			continue
 		}
 		if f.Err != nil {
-			if errors.Is(f.Err, kerr.GroupIDNotFound) {
-				continue
+			if !errors.Is(f.Err, kerr.GroupIDNotFound) {
+				// One group's failure (e.g. no DESCRIBE right on it) must not
+				// stop the others' checkpoints.
+				j.log.Warn("cannot fetch committed offsets of a group; skipping it", "group", name, "err", f.Err)
 			}
-			return nil, fmt.Errorf("fetching committed offsets of group %q on source %q: %w", name, j.opts.SourceAlias, f.Err)
+			continue
 		}
 		g := group{name: name}
 		f.Fetched.Each(func(o kadm.OffsetResponse) {
