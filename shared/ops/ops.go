@@ -134,6 +134,16 @@ func (o *Ops) offsets(ctx context.Context, side engine.Side, topic string) (star
 // the fetch buffers. It returns when every range was read, or when a range's tail turns out to
 // be unreadable (compacted away: nothing arrives for idle), which it reports in the result.
 func (o *Ops) scan(ctx context.Context, side engine.Side, topic string, ranges map[int32]partRange, fn func(r *kgo.Record) error) (incomplete []int32, err error) {
+	return o.scanIsolated(ctx, side, topic, ranges, false, fn)
+}
+
+// scanIsolated is scan reading read_committed when committed is set (records of aborted
+// transactions are then skipped like markers; the read cannot pass an open transaction).
+func (o *Ops) scanIsolated(ctx context.Context, side engine.Side, topic string, ranges map[int32]partRange, committed bool, fn func(r *kgo.Record) error) (incomplete []int32, err error) {
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
 	from := map[int32]kgo.Offset{}
 	for p, r := range ranges {
 		if r.To > r.From {
@@ -145,7 +155,7 @@ func (o *Ops) scan(ctx context.Context, side engine.Side, topic string, ranges m
 	}
 	cl, err := o.dial(ctx, side,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.FetchIsolationLevel(iso),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(16<<20),
 		kgo.FetchMaxPartitionBytes(4<<20),

@@ -324,7 +324,9 @@ func (o *Ops) comparePartition(ctx context.Context, pv *PartitionVerify, vo Veri
 		go func() {
 			defer close(ch)
 			hs := fnv.New128a()
-			incomplete, err := o.scan(ctx, side, topic, map[int32]partRange{pv.Partition: {from, to}}, func(r *kgo.Record) error {
+			// Exactly-once copies read the source read_committed and commit the target in
+			// transactions: compare what read_committed readers see on both sides.
+			incomplete, err := o.scanIsolated(ctx, side, topic, map[int32]partRange{pv.Partition: {from, to}}, o.opts.ExactlyOnce, func(r *kgo.Record) error {
 				select {
 				case ch <- item{r.Offset, digest(hs, r)}:
 					return nil
