@@ -26,19 +26,23 @@ func TestServeThroughput(t *testing.T) {
 	}
 	c := testkit.Require(t)
 	const parts = 4
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sb"), parts, nil)
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic, "bench."+topic)
 	val := make([]byte, 200)
-	for i := 0; i < n; i += 10000 {
-		var recs []*kgo.Record
-		for j := i; j < min(i+10000, n); j++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(j % parts), Key: []byte(fmt.Sprintf("k%d", j)), Value: val})
+	newTopic := func() (string, map[int32]int64) {
+		topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sb"), parts, nil)
+		testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic, "bench."+topic)
+		for i := 0; i < n; i += 10000 {
+			var recs []*kgo.Record
+			for j := i; j < min(i+10000, n); j++ {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(j % parts), Key: []byte(fmt.Sprintf("k%d", j)), Value: val})
+			}
+			testkit.Produce(t, c.Source.Bootstrap, recs...)
 		}
-		testkit.Produce(t, c.Source.Bootstrap, recs...)
+		return topic, endOffsets(t, c.Source.Bootstrap, topic)
 	}
-	ends := endOffsets(t, c.Source.Bootstrap, topic)
-
+	var topic string
 	for _, unordered := range []bool{false, true} {
+		tp, ends := newTopic()
+		topic = tp
 		fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
 		group := testkit.Name(t, "ks")
 		start := time.Now()
