@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -142,7 +144,8 @@ func TestAzureADOAuthBearer(t *testing.T) {
 	t.Run("wrong audience refused", func(t *testing.T) {
 		cfg := spConfig
 		cfg.Scope = "https://eventhubs.azure.net/.default" // the AMQP SDKs' audience, wrong for Kafka
-		tokens, err := cluster.NewAzureTokens("target", cfg, bootstrap, nil, cluster.WithAzureClientOptions(co))
+		var logs bytes.Buffer
+		tokens, err := cluster.NewAzureTokens("target", cfg, bootstrap, slog.New(slog.NewTextHandler(&logs, nil)), cluster.WithAzureClientOptions(co))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,6 +154,11 @@ func TestAzureADOAuthBearer(t *testing.T) {
 		// {"status":"invalid_token"}).
 		err = refused(t, tokens.Mechanism(), "Audience (aud) claim [https://eventhubs.azure.net]")
 		t.Logf("wrong audience: %v", err)
+		for _, want := range []string{"the broker refused the Azure AD token", "cluster=target", "credential=ClientSecretCredential", "scope=https://eventhubs.azure.net/.default"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the refusal log lacks %q:\n%s", want, logs.String())
+			}
+		}
 	})
 
 	t.Run("expired token refused", func(t *testing.T) {
