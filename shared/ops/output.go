@@ -176,6 +176,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 		} else {
 			fmt.Fprintf(tw, "event hubs (%s): %d topics to create or grow fit the budget\n", b.Cluster, len(b.Topics))
 		}
+		if b.LaterError != "" {
+			fmt.Fprintf(tw, "event hubs (%s): with the checkpoint and heartbeat topics: %s\n", b.Cluster, b.LaterError)
+		}
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(tw, "note: %s\n", n)

@@ -48,6 +48,10 @@ type EventHubsBudget struct {
 	// anything ("" when it fits).
 	Notice string `json:"notice"`
 	Error  string `json:"error,omitempty"`
+	// Later are the internal topics the checkpoint and heartbeat functions create there when
+	// they first run; LaterError says why they would not fit next to Topics ("" when they do).
+	Later      map[string]int32 `json:"later,omitempty"`
+	LaterError string           `json:"later_error,omitempty"`
 }
 
 // TopicPlan is one source topic.
@@ -411,19 +415,46 @@ func (o *Ops) planBudgets(ctx context.Context, pl *Plan, sel []*TopicPlan) error
 				}
 			}
 		}
+		later := map[string]int32{}
 		for _, it := range pl.Internal {
-			if it.Cluster == side.String() && !it.Exists {
+			if it.Cluster != side.String() || it.Exists {
+				continue
+			}
+			if it.CreatedBy == "mirror" {
 				want[it.Name] = it.Partitions
+			} else {
+				later[it.Name] = it.Partitions
 			}
 		}
 		b := EventHubsBudget{Cluster: side.String(), Tier: prof.Tier, MaxTopics: prof.MaxTopics, MaxPartitions: prof.MaxPartitionsPerTopic, Topics: want, Notice: prof.Notice()}
 		_, adm := o.client(side)
-		if err := prof.CheckBudget(ctx, adm, want); err != nil {
+		check := func(topics map[string]int32) (string, error) {
+			err := prof.CheckBudget(ctx, adm, topics)
 			var be *cluster.BudgetError
-			if !errors.As(err, &be) {
+			if err == nil || errors.As(err, &be) {
+				if err != nil {
+					return err.Error(), nil
+				}
+				return "", nil
+			}
+			return "", err
+		}
+		var err error
+		if b.Error, err = check(want); err != nil {
+			return err
+		}
+		if len(later) > 0 {
+			b.Later = later
+			all := map[string]int32{}
+			for n, p := range want {
+				all[n] = p
+			}
+			for n, p := range later {
+				all[n] = p
+			}
+			if b.LaterError, err = check(all); err != nil {
 				return err
 			}
-			b.Error = err.Error()
 		}
 		pl.EventHubs = append(pl.EventHubs, b)
 	}
