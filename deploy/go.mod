@@ -7,6 +7,7 @@ replace github.com/mm2go/mm2go => ../
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/appcontainers/armappcontainers/v3 v3.1.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/klauspost/compress v1.20.3
 	github.com/mm2go/mm2go v0.0.0-00010101000000-000000000000
 	github.com/moby/buildkit v0.34.2
 	github.com/robfig/cron/v3 v3.0.1
@@ -64,7 +65,6 @@ require (
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect

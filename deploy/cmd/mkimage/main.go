@@ -51,6 +51,7 @@ func run(args []string) error {
 	created := fs.String("created", "", "creation time, RFC 3339 or Unix seconds (default: $SOURCE_DATE_EPOCH, else the Unix epoch)")
 	version := fs.String("version", "", "org.opencontainers.image.version label")
 	revision := fs.String("revision", "", "org.opencontainers.image.revision label (git commit)")
+	comp := fs.String("compression", image.CompressionZstd, "layer compression: zstd (64 MiB window, the three binaries share code) or gzip (larger, for runtimes without zstd)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "extra label key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -80,7 +81,7 @@ func run(args []string) error {
 	if *revision != "" {
 		labels["org.opencontainers.image.revision"] = *revision
 	}
-	img, err := image.Build(image.Options{Binaries: bins, CACerts: certs, Created: t, Labels: labels})
+	img, err := image.Build(image.Options{Binaries: bins, CACerts: certs, Created: t, Labels: labels, Compression: *comp})
 	if err != nil {
 		return err
 	}
