@@ -37,6 +37,7 @@ type EngineCopier struct {
 	syncs    *offsetsync.Writer
 	promoted time.Time
 	prepared map[string]bool // remote topics prepared in this process
+	nparts   int32           // partitions of the offsets topic once seen (never changes: keys are hashed on it)
 }
 
 // NewEngineCopier returns a Copier over e. dial must be the engine's dial function; bo bounds
@@ -98,6 +99,12 @@ func (c *EngineCopier) Ready(ctx context.Context) error {
 
 // offsetsPartitions returns the partition count of the offsets topic, 0 if it does not exist.
 func (c *EngineCopier) offsetsPartitions(ctx context.Context, tgt *kgo.Client) (int32, error) {
+	c.mu.Lock()
+	n := c.nparts
+	c.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
 	topic := c.e.OffsetsTopic()
 	td, err := kadm.NewClient(tgt).ListTopics(ctx, topic)
 	if err != nil {
@@ -110,7 +117,11 @@ func (c *EngineCopier) offsetsPartitions(ctx context.Context, tgt *kgo.Client) (
 	if d.Err != nil {
 		return 0, fmt.Errorf("describing offsets topic %q on target: %w", topic, d.Err)
 	}
-	return int32(len(d.Partitions)), nil
+	n = int32(len(d.Partitions))
+	c.mu.Lock()
+	c.nparts = n
+	c.mu.Unlock()
+	return n, nil
 }
 
 // Position reads the stored position of a partition.

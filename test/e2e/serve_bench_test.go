@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/mirrorevents"
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/kafkasource"
 )
@@ -53,6 +54,35 @@ func TestServeThroughput(t *testing.T) {
 		fn.stop()
 		t.Logf("mirror serve, fetch mode, driver unordered=%v: %d events in %s = %.0f records/s (%d copies, %d requests)",
 			unordered, n, el.Round(time.Millisecond), float64(n)/el.Seconds(), fn.copier.copies.Load(), d.Stats().Requests)
+	}
+
+	// Payload mode on live traffic: a seed record per partition gives each a stored position,
+	// then every event is the partition's next offset and is written from its payload.
+	{
+		ptopic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sbp"), parts, nil)
+		testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+ptopic)
+		fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, ptopic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
+		group := testkit.Name(t, "ks")
+		_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{ptopic}, Group: group, Sink: fn.URL,
+			Source: kafkasource.Source{KeyType: "byte-array"}})
+		var seeds []*kgo.Record
+		for p := int32(0); p < parts; p++ {
+			seeds = append(seeds, &kgo.Record{Topic: ptopic, Partition: p, Value: val})
+		}
+		testkit.Produce(t, c.Source.Bootstrap, seeds...)
+		waitDelivered(t, c.Source.Bootstrap, group, ptopic, endOffsets(t, c.Source.Bootstrap, ptopic), time.Minute)
+		start := time.Now()
+		var recs []*kgo.Record
+		for j := 0; j < n; j++ {
+			recs = append(recs, &kgo.Record{Topic: ptopic, Partition: int32(j % parts), Key: []byte(fmt.Sprintf("k%d", j)), Value: val})
+		}
+		testkit.Produce(t, c.Source.Bootstrap, recs...)
+		waitDelivered(t, c.Source.Bootstrap, group, ptopic, endOffsets(t, c.Source.Bootstrap, ptopic), 10*time.Minute)
+		el := time.Since(start)
+		stop()
+		fn.stop()
+		t.Logf("mirror serve, payload mode, live traffic: %d events in %s = %.0f records/s (%d payload writes, %d fetches)",
+			n, el.Round(time.Millisecond), float64(n)/el.Seconds(), fn.copier.writes.Load(), fn.copier.copies.Load())
 	}
 
 	f, _ := filter.Topics(topic, "")
