@@ -69,9 +69,16 @@ func TestOpsPlanCreatesNoInternalTopics(t *testing.T) {
 	}
 }
 
-// TestOpsVerifyUsageError: verify's own errors exit 2, not 1 (which means differences).
+// TestOpsVerifyUsageError: verify's own errors exit 2, not 1 (which means differences); help
+// lists the operator commands.
 func TestOpsVerifyUsageError(t *testing.T) {
 	c := testkit.Require(t)
+	code, help, _ := runMirrorCmd(t, MirrorEnv(c, "x"), "help")
+	for _, cmd := range []string{"status", "verify", "plan"} {
+		if code != 0 || !strings.Contains(help, "\n  "+cmd+" ") {
+			t.Errorf("help (exit %d) does not list %s:\n%s", code, cmd, help)
+		}
+	}
 	if code, _, stderr := runMirrorCmd(t, MirrorEnv(c, "x"), "verify", "-no-such-flag"); code != ops.VerifyError {
 		t.Errorf("verify with a bad flag: exit %d, want %d\n%s", code, ops.VerifyError, stderr)
 	}

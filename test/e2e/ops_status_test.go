@@ -111,6 +111,16 @@ func TestOpsStatusAndVerifyMirror(t *testing.T) {
 			t.Errorf("verify partition %d: %+v", p.Partition, p)
 		}
 	}
+	// One JSON log line sums it up (MirrorEnv sets MM2_LOG_FORMAT=json).
+	var logLine map[string]any
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, `"verify summary"`) {
+			decodeJSON(t, l, &logLine)
+		}
+	}
+	if logLine["complete"] != true || logLine["function"] != "mirror" || logLine["differences"] != float64(0) {
+		t.Errorf("verify summary log line: %v\n%s", logLine, stderr)
+	}
 }
 
 func findGroup(st *ops.Status, group string, p int32) *ops.GroupStatus {
