@@ -194,7 +194,7 @@ func (o *Ops) scanIsolated(ctx context.Context, side engine.Side, topic string, 
 		var cbErr error
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			r := ranges[ftp.Partition]
-			if done[ftp.Partition] || cbErr != nil {
+			if done[ftp.Partition] || cbErr != nil || len(ftp.Records) == 0 {
 				return
 			}
 			for _, rec := range ftp.Records {
