@@ -3,7 +3,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,7 +188,12 @@ func TestServeTargetOutage(t *testing.T) {
 		}
 	}
 	kafka("start", name, strconv.Itoa(port))
-	t.Cleanup(func() { _ = exec.Command(script, "stop", name).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command(script, "stop", name).Run()
+		if !t.Failed() && c.KafkaHome != "" {
+			_ = os.RemoveAll(filepath.Join(c.KafkaHome, name)) // keep its logs only when the test failed
+		}
+	})
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "so"), 2, nil)
