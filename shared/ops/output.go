@@ -33,7 +33,7 @@ func (s *Status) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "flow %s->%s at %s\n", s.Source, s.Target, s.At.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "positions %s (target), offset syncs %s (%s), checkpoints %s (target)\n\n", s.OffsetsTopic, s.OffsetSyncsTopic, s.OffsetSyncsCluster, s.CheckpointsTopic)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREMOTE\tPOSITION\tSOURCE END\tLAG\tTARGET END\tLAST SYNC (UP->DOWN)\tSYNC AGE")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREMOTE\tPOSITION\tSOURCE END\tLAG\tLAG TIME\tTARGET END\tLAST SYNC (UP->DOWN)\tSYNC AGE")
 	for _, p := range s.Partitions {
 		sync, age := "-", "-"
 		if p.LastSync != nil {
@@ -44,7 +44,11 @@ func (s *Status) WriteText(w io.Writer) error {
 		if p.TargetEnd >= 0 {
 			tend = fmt.Sprint(p.TargetEnd)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.Topic, p.Partition, p.Remote, optInt(p.Position), p.SourceEnd, p.Lag, tend, sync, age)
+		lagTime := "-"
+		if p.LagMS != nil {
+			lagTime = ms(*p.LagMS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, p.Remote, optInt(p.Position), p.SourceEnd, p.Lag, lagTime, tend, sync, age)
 	}
 	fmt.Fprintf(tw, "total lag\t\t\t\t\t%d\n\n", s.TotalLag)
 	if len(s.Groups) > 0 {

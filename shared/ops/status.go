@@ -49,6 +49,9 @@ type PartitionStatus struct {
 	SourceEnd   int64  `json:"source_end"`
 	// Lag is SourceEnd minus the next offset to copy (position+1, or SourceStart).
 	Lag int64 `json:"lag"`
+	// LagMS is the age of the oldest record not copied yet (now minus its timestamp), the lag
+	// in time; nil when nothing is left to copy.
+	LagMS *int64 `json:"lag_ms"`
 	// TargetEnd is the remote partition's end offset, -1 when it does not exist.
 	TargetEnd int64 `json:"target_end"`
 	// LastSync is the newest offset sync for the partition; nil when none.
@@ -183,6 +186,9 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 				ps.LastSync = &SyncInfo{Upstream: s.sync.UpstreamOffset, Downstream: s.sync.DownstreamOffset, Timestamp: s.ts, AgeMS: now.Sub(s.ts).Milliseconds()}
 			}
 			st.Partitions = append(st.Partitions, ps)
+		}
+		if err := o.lagAges(ctx, t.Source, st.Partitions[len(st.Partitions)-int(t.Partitions):], now); err != nil {
+			return nil, err
 		}
 	}
 
@@ -407,6 +413,31 @@ func (o *Ops) heartbeatStatus(ctx context.Context, st *Status, now time.Time) er
 	}
 	st.Heartbeats.Emitted, err = newest(hbTopic, func(h mm2.Heartbeat) bool {
 		return h.SourceAlias == o.opts.SourceAlias && h.TargetAlias == o.opts.TargetAlias
+	})
+	return err
+}
+
+// lagAges sets LagMS of the lagging partitions of topic: it reads the first record not copied
+// yet of each (one fetch per partition).
+func (o *Ops) lagAges(ctx context.Context, topic string, parts []PartitionStatus, now time.Time) error {
+	ranges := map[int32]partRange{}
+	idx := map[int32]int{}
+	for i, p := range parts {
+		if p.Lag > 0 {
+			next := p.SourceEnd - p.Lag
+			ranges[p.Partition] = partRange{next, next + 1}
+			idx[p.Partition] = i
+		}
+	}
+	if len(ranges) == 0 {
+		return nil
+	}
+	_, err := o.scan(ctx, engine.Source, topic, ranges, func(r *kgo.Record) error {
+		if i, ok := idx[r.Partition]; ok && parts[i].LagMS == nil {
+			ms := now.Sub(r.Timestamp).Milliseconds()
+			parts[i].LagMS = &ms
+		}
+		return nil
 	})
 	return err
 }
