@@ -31,9 +31,10 @@ clean:
 
 ## image: build the container image WITHOUT Docker into dist/mm2go-image.tar (`docker load -i` / `podman load -i`).
 ## Same layout as the Dockerfile; the tool lives in the separate deploy/ module. IMAGE_TAG=mm2go:1.2.3 make image
+## Reproducible: file and creation times are the last commit's, so one commit gives one digest.
 .PHONY: image
 IMAGE_TAG ?= mm2go:dev
 image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o dist/bin/ ./functions/...
 	cd deploy && $(GO) run ./cmd/mkimage -bin ../dist/bin -o ../dist/mm2go-image.tar -oci-layout ../dist/mm2go-oci \
-		-tag $(IMAGE_TAG) -revision "$$(git rev-parse HEAD 2>/dev/null)"
+		-tag $(IMAGE_TAG) -revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%ct 2>/dev/null)"

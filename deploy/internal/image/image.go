@@ -281,14 +281,12 @@ func WriteTarball(file, ref string, img v1.Image) error {
 	return tarball.WriteToFile(file, tag, img)
 }
 
-// WriteLayout writes img into an OCI image layout directory (created if missing), with the
-// annotation org.opencontainers.image.ref.name set to ref.
+// WriteLayout writes img into an OCI image layout directory as its only image (an index
+// already there is replaced; blobs are kept), annotated org.opencontainers.image.ref.name=ref.
 func WriteLayout(dir, ref string, img v1.Image) error {
-	p, err := layout.FromPath(dir)
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
-		if p, err = layout.Write(dir, empty.Index); err != nil {
-			return fmt.Errorf("creating OCI layout %s: %w", dir, err)
-		}
+		return fmt.Errorf("creating OCI layout %s: %w", dir, err)
 	}
 	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref}))
 }
