@@ -399,3 +399,32 @@ func TestPartialCopyAnswersCoveredEvents(t *testing.T) {
 		t.Fatalf("%d written, want 100", n)
 	}
 }
+
+// TestStructuredModeRecordEvent: the record event in structured mode. Numbers in extensions
+// are int32 to sdk-go's JSON reader, so an offset beyond 2^31-1 must be a JSON string there
+// (KafkaSource sends binary mode, where every extension is a string); a big JSON number is a 400
+// with sdk-go's reason.
+func TestStructuredModeRecordEvent(t *testing.T) {
+	f := newFake()
+	f.ends[tp{"orders", 2}] = 5_000_000_001
+	f.next[tp{"orders", 2}] = 5_000_000_001 // already copied: no copy needed
+	_, hh := newTestHandler(t, f, Options{})
+	for _, tc := range []struct {
+		off, id string
+		code    int
+	}{
+		{`"5000000000"`, "5000000000", 200},
+		{`7`, "7", 200},
+		{`5000000000`, "5000000000", 400},
+	} {
+		body := `{"specversion":"1.0","id":"partition:2/offset:` + tc.id + `","source":"/apis/v1/namespaces/ns/kafkasources/s#orders",` +
+			`"type":"dev.knative.kafka.event","knativekafkapartition":2,"knativekafkaoffset":` + tc.off + `}`
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/cloudevents+json")
+		w := httptest.NewRecorder()
+		hh.ServeHTTP(w, req)
+		if w.Code != tc.code {
+			t.Fatalf("offset %s: %d %s", tc.off, w.Code, w.Body.String())
+		}
+	}
+}
