@@ -34,4 +34,4 @@ eval "$("$kafka" env)"
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...
-(cd deploy && go test -count=1 -timeout 20m ./...)
+(cd deploy && GOFLAGS=-mod=mod go test -count=1 -timeout 20m ./...)
