@@ -237,3 +237,44 @@ func TestServeTargetOutage(t *testing.T) {
 	got := testkit.ReadAll(t, target, remote)
 	testkit.AssertSameRecords(t, append(first, more...), got)
 }
+
+// TestServeCloudEventRecords: records that already are CloudEvents reach the function as their
+// own events (KafkaSource drops their key and non-ce_ headers); the topic comes from the
+// KafkaSource's ceOverrides (mm2gotopic). Payload mode cannot rebuild such a record, so it
+// fetches it: from the first CloudEvent record on, the copies are exact; the raw records before
+// it carry the documented payload-mode transformation.
+func TestServeCloudEventRecords(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sce"), 1, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
+	group := testkit.Name(t, "ks")
+	src := kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array", CEOverrides: map[string]string{"mm2gotopic": topic}}
+	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Source: src})
+	testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: topic, Value: []byte("seed")})
+	waitDelivered(t, c.Source.Bootstrap, group, topic, map[int32]int64{0: 1}, time.Minute)
+
+	ts := time.UnixMilli(1_700_000_000_000)
+	raw := func(i int) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: []byte{byte(i), 0xff}, Value: []byte(fmt.Sprint("raw-", i)), Timestamp: ts,
+			Headers: []kgo.RecordHeader{{Key: "Trace-ID", Value: []byte("t")}}}
+	}
+	ce := &kgo.Record{Topic: topic, Key: []byte("ce-key"), Value: []byte(`{"n":1}`), Timestamp: ts, Headers: []kgo.RecordHeader{
+		{Key: "ce_specversion", Value: []byte("1.0")}, {Key: "ce_id", Value: []byte("order-1")},
+		{Key: "ce_source", Value: []byte("/shop")}, {Key: "ce_type", Value: []byte("order.created")},
+		{Key: "content-type", Value: []byte("application/json")}, {Key: "not-ce", Value: []byte{0, 1}},
+	}}
+	recs := []*kgo.Record{raw(1), raw(2), ce, raw(3)}
+	testkit.Produce(t, c.Source.Bootstrap, recs...)
+	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
+	stop()
+
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
+	want := []*kgo.Record{{Topic: topic, Value: []byte("seed")}, payloadExpectation(raw(1)), payloadExpectation(raw(2)), ce, raw(3)}
+	want[0].Timestamp = got[0].Timestamp
+	testkit.AssertSameRecords(t, want, got)
+	if w := fn.copier.writes.Load(); w != 2 {
+		t.Errorf("%d payload writes, want 2 (the raw records before the CloudEvent record)", w)
+	}
+}
