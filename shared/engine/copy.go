@@ -15,6 +15,10 @@ import (
 // copying, like Connect's offset.flush.interval.ms.
 const positionFlushInterval = 500 * time.Millisecond
 
+// maxBufferedRecords caps records buffered in a producer; the byte bound (MaxBufferedBytes)
+// normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
+const maxBufferedRecords = 1 << 17
+
 // partState tracks one partition of an at-least-once copy. The fetch loop produces, the
 // producer's promise goroutine acknowledges; mu guards the fields both touch.
 type partState struct {
@@ -164,7 +168,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
-		kgo.MaxBufferedRecords(1<<22),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
 		kgo.RecordDeliveryTimeout(0),
 	)...)
 	if err != nil {
@@ -228,7 +232,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 		e.isolation(),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 4<<20)),
+		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 1<<20)),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	if err != nil {

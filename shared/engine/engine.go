@@ -103,7 +103,7 @@ type Options struct {
 	// target; 0 means 16 MiB. Memory use does not grow with the backlog beyond this and the
 	// fetch buffers (FetchMaxBytes per source broker).
 	MaxBufferedBytes int
-	// FetchMaxBytes per fetch response; 0 means 16 MiB.
+	// FetchMaxBytes per fetch response; 0 means 8 MiB.
 	FetchMaxBytes int32
 	// ProducerLinger, if set, overrides how long the target producer waits to fill batches
 	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
@@ -174,7 +174,7 @@ func (o *Options) withDefaults() error {
 		o.MaxBufferedBytes = 16 << 20
 	}
 	if o.FetchMaxBytes <= 0 {
-		o.FetchMaxBytes = 16 << 20
+		o.FetchMaxBytes = 4 << 20
 	}
 	return nil
 }

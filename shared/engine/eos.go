@@ -150,7 +150,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 		kgo.TransactionTimeout(time.Minute),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedBytes(2*eosMaxChunkBytes+(16<<20)),
-		kgo.MaxBufferedRecords(1<<22),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
 	)...)
 	if err != nil {
 		return res, fmt.Errorf("connecting transactional producer for %s: %w", tp, err)
