@@ -212,7 +212,7 @@ func TestAzureADOAuthBearer(t *testing.T) {
 			t.Fatal(err)
 		}
 		topic := testkit.Name(t, "az-refresh")
-		testkit.CreateTopic(t, ob.Plain, topic, 3, nil)
+		createTopic(t, ob.Plain, topic, 3, nil)
 		cl := oauthClient(t, ob, tokens.Mechanism(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 		ctx := testkit.Context(t, 120*time.Second)
 		var failed atomic.Int64

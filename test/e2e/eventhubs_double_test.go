@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -111,8 +112,8 @@ func bigRecords(topic string, partitions int32, n int) []*kgo.Record {
 func TestEventHubsDoubleBurst(t *testing.T) {
 	c := testkit.Require(t)
 	f := ehfake.New(t, ehfake.Config{})
-	small := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-small"), 4, map[string]*string{"retention.ms": ptr("86400000")})
-	big := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-big"), 8, nil)
+	small := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-small"), 4, map[string]*string{"retention.ms": ptr("86400000")})
+	big := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-big"), 8, nil)
 	wantSmall := testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(small, 4, 400)...)
 	wantBig := testkit.Produce(t, c.Source.Bootstrap, bigRecords(big, 8, 40)...)
 
@@ -205,7 +206,7 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 	t.Run("topic budget", func(t *testing.T) {
 		var topics []string
 		for i := range 3 {
-			topics = append(topics, testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, fmt.Sprintf("eh-q%d", i)), 2, nil))
+			topics = append(topics, createTopic(t, c.Source.Bootstrap, testkit.Name(t, fmt.Sprintf("eh-q%d", i)), 2, nil))
 		}
 		testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topics[0], 2, 10)...)
 		// A Standard namespace (10 event hubs) with 7: 3 remote topics + the offsets topic is
@@ -239,7 +240,7 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 
 	t.Run("config sync", func(t *testing.T) {
 		f := ehfake.New(t, ehfake.Config{})
-		topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-cfg"), 1, map[string]*string{"retention.ms": ptr("86400000")})
+		topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-cfg"), 1, map[string]*string{"retention.ms": ptr("86400000")})
 		testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 5)...)
 		cfg := loadConfig(t, ehEnv(c, f, topic))
 		if err := run(t, cfg, true); err != nil {
@@ -329,4 +330,25 @@ func ehClientFor(t *testing.T, f *ehfake.Fake, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// createTopic is testkit.CreateTopic that also waits until every partition has a leader, so
+// that a produce right after it does not race the metadata (UNKNOWN_TOPIC_OR_PARTITION on a
+// busy broker).
+func createTopic(t *testing.T, bootstrap, name string, partitions int32, configs map[string]*string) string {
+	t.Helper()
+	testkit.CreateTopic(t, bootstrap, name, partitions, configs)
+	adm := testkit.Admin(t, bootstrap)
+	testkit.WaitFor(t, 30*time.Second, "leaders of "+name, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, name)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		n := 0
+		ends.Each(func(kadm.ListedOffset) { n++ })
+		return n == int(partitions)
+	})
+	return name
 }

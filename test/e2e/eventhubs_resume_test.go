@@ -32,7 +32,7 @@ func TestResumeCostOnNonCompactedOffsetsTopic(t *testing.T) {
 		history = 60_000 // position records already in the topic
 	)
 	const alias = "ehsrc"
-	topic := testkit.CreateTopic(t, c.Target.Bootstrap, testkit.Name(t, "mm2-offsets"), parts,
+	topic := createTopic(t, c.Target.Bootstrap, testkit.Name(t, "mm2-offsets"), parts,
 		map[string]*string{"cleanup.policy": ptr("delete")})
 
 	// A long history: every source partition's position rewritten many
