@@ -430,7 +430,10 @@ func (t *AzureTokens) Token(ctx context.Context) (string, error) {
 		t.inflight = nil
 		close(done)
 		if err != nil {
-			if t.tok.Token != "" && t.now().Before(t.tok.ExpiresOn) {
+			if now := t.now(); t.tok.Token != "" && now.Before(t.tok.ExpiresOn) {
+				// Keep the valid token and retry later, not on every new
+				// connection in between.
+				t.refresh = now.Add(min(30*time.Second, t.tok.ExpiresOn.Sub(now)/2))
 				old := t.tok.Token
 				t.mu.Unlock()
 				t.logger.Warn("refreshing the Azure AD token failed; using the current one until it expires",

@@ -176,6 +176,11 @@ func TestAzureTokensCacheAndRefresh(t *testing.T) {
 	if !strings.Contains(logs.String(), "refreshing the Azure AD token failed") {
 		t.Errorf("no warning logged for a failed refresh: %s", logs.String())
 	}
+	// The next tries wait a little instead of hitting the provider per connection.
+	calls := len(cred.scopes)
+	if got := get(); got != "token-4" || len(cred.scopes) != calls {
+		t.Fatalf("right after a failed refresh: %q, %d more provider calls; want the cached token, none", got, len(cred.scopes)-calls)
+	}
 	// Once expired, the failure is returned.
 	now = now.Add(2 * time.Second)
 	if _, err := tokens.Token(ctx); err == nil {
