@@ -3,13 +3,17 @@ package check
 import (
 	"bytes"
 	"fmt"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 
 	"github.com/mm2go/mm2go/deploy/internal/image"
 )
@@ -111,5 +115,43 @@ func TestDockerfile(t *testing.T) {
 	}
 	if len(entry) != 1 || entry[0] != image.BinDir+"/"+image.DefaultEntry {
 		t.Errorf("ENTRYPOINT %q, want [%s/%s]", entry, image.BinDir, image.DefaultEntry)
+	}
+}
+
+// TestDockerignore: the build context keeps what `go build ./functions/...` needs and leaves
+// out the rest, matched the way BuildKit matches .dockerignore.
+func TestDockerignore(t *testing.T) {
+	patterns, err := ignorefile.ReadAll(bytes.NewReader(mustRead(t, ".dockerignore")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := repoRoot(t)
+	for _, keep := range []string{"go.mod", "go.sum", "functions/mirror", "shared/config/config.go", "Dockerfile"} {
+		if excluded, _ := pm.MatchesOrParentMatches(keep); excluded {
+			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
+		}
+	}
+	// Every package the functions import must be in the context.
+	out, err := exec.Command("go", "list", "-C", root, "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "./functions/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // a module dependency, downloaded in the build
+		}
+		if excluded, _ := pm.MatchesOrParentMatches(filepath.ToSlash(rel) + "/x.go"); excluded {
+			t.Errorf(".dockerignore excludes %s, which the functions import", rel)
+		}
+	}
+	for _, drop := range []string{".git/HEAD", "dist/mm2go-image.tar", "deploy/go.mod", "test/kafka/kafka.sh"} {
+		if excluded, _ := pm.MatchesOrParentMatches(drop); !excluded {
+			t.Errorf(".dockerignore lets %s into the build context", drop)
+		}
 	}
 }
