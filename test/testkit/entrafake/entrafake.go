@@ -159,6 +159,17 @@ func (s *Server) HTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.caPool, MinVersion: tls.VersionTLS12}}}
 }
 
+// AddCertificate registers a service principal that signs its client
+// assertions with cert's key.
+func (s *Server) AddCertificate(clientID string, cert *x509.Certificate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Certificates == nil {
+		s.cfg.Certificates = map[string]*x509.Certificate{}
+	}
+	s.cfg.Certificates[clientID] = cert
+}
+
 // SetLifetime changes the lifetime of tokens minted from now on.
 func (s *Server) SetLifetime(d time.Duration) {
 	s.mu.Lock()
@@ -280,7 +291,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			grant = "workload_identity"
-		} else if cert, ok := s.cfg.Certificates[client]; ok {
+		} else if cert, ok := s.certificate(client); ok {
 			if err := verifyAssertion(assertion, cert, client); err != nil {
 				aadError(w, http.StatusUnauthorized, "invalid_client", "AADSTS700027: Client assertion contains an invalid signature: "+err.Error())
 				return
@@ -347,6 +358,13 @@ func (s *Server) managedIdentity(w http.ResponseWriter, r *http.Request) {
 		"access_token": tok, "expires_on": strconv.FormatInt(exp.Unix(), 10), "resource": aud,
 		"token_type": "Bearer", "client_id": subject,
 	})
+}
+
+func (s *Server) certificate(client string) (*x509.Certificate, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cfg.Certificates[client]
+	return c, ok
 }
 
 func (s *Server) takeFailure() bool {
