@@ -70,6 +70,9 @@ func TestManifestSettingsLoad(t *testing.T) {
 			t.Fatalf("%s: topic filter: %v", where, err)
 		}
 		for ksName, ks := range kn.kafkaSources {
+			if nested(ks, "spec", "sink", "ref", "name") != name {
+				continue
+			}
 			topics, _ := nested(ks, "spec", "topics").([]any)
 			for _, tp := range topics {
 				if ok, why := f.Explain(fmt.Sprint(tp)); !ok {
