@@ -9,8 +9,8 @@
 ARG GO_VERSION=1.26
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
-ARG TARGETOS=linux
-ARG TARGETARCH=amd64
+# Set by BuildKit from --platform (e.g. docker buildx build --platform linux/arm64).
+ARG TARGETOS TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
