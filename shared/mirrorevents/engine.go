@@ -143,6 +143,19 @@ func (c *EngineCopier) Position(ctx context.Context, topic string, partition int
 	if !ok {
 		return 0, false, nil
 	}
+	// A position beyond the source partition's end belongs to an earlier incarnation of the
+	// topic (deleted and recreated, or truncated): it says nothing about these offsets. The
+	// engine starts such a partition over; treating the position as absent makes the caller
+	// ask it to copy.
+	end, err := c.sourceEnd(ctx, topic, partition)
+	if err != nil {
+		return 0, false, err
+	}
+	if last+1 > end {
+		c.log.Warn("stored position is beyond the source partition's end (topic recreated?); ignoring it",
+			"topic", topic, "partition", partition, "position", last, "end", end)
+		return 0, false, nil
+	}
 	return last + 1, true, nil
 }
 
