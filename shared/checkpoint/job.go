@@ -72,11 +72,14 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	src, err := source(ctx)
+	// A short metadata cache: kadm answers from it, and a topic created a
+	// moment ago (by this job, the mirror function or MM2) must be seen.
+	fresh := kgo.MetadataMinAge(100 * time.Millisecond)
+	src, err := source(ctx, fresh)
 	if err != nil {
 		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
 	}
-	tgt, err := target(ctx, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	tgt, err := target(ctx, fresh, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		src.Close()
 		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)

@@ -35,6 +35,7 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		DisableHeartbeats:                !cfg.EmitHeartbeatsEnabled,
 		DisableReverse:                   !cfg.ReverseHeartbeatsEnabled,
 		WriteConnectOffsets:              true,
+		OffsetStorageTopic:               cfg.OffsetStorageTopic,
 	}
 	srcProfile, err := cluster.SettingsProfile(cfg.Source)
 	if err != nil {

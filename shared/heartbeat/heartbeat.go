@@ -60,9 +60,13 @@ type Options struct {
 	DisableReverse bool
 	// WriteConnectOffsets writes MM2's MirrorHeartbeatConnector source offset
 	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}]
-	// = {"offset":0}) next to each heartbeat, into mm2-offsets.<s>.internal on
-	// the cluster written to, when that topic exists.
+	// = {"offset":0}) next to each heartbeat, into the Connect offsets topic
+	// of the herder s->t on the cluster written to, when that topic exists.
 	WriteConnectOffsets bool
+	// OffsetStorageTopic is the Connect offsets topic of the flow on the
+	// target; "" means mm2-offsets.<SourceAlias>.internal. The reverse
+	// heartbeat's is mm2-offsets.<TargetAlias>.internal on the source.
+	OffsetStorageTopic string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -86,6 +90,9 @@ func (o *Options) withDefaults() error {
 	}
 	if o.HeartbeatsTopicReplicationFactor == 0 {
 		o.HeartbeatsTopicReplicationFactor = -1
+	}
+	if o.OffsetStorageTopic == "" {
+		o.OffsetStorageTopic = "mm2-offsets." + o.SourceAlias + ".internal"
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -166,7 +173,9 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	prod := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
+	// A short metadata cache: kadm answers from it, and a topic created a
+	// moment ago (by this job, the mirror function or MM2) must be seen.
+	prod := []kgo.Opt{kgo.MetadataMinAge(100 * time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
 	src, err := source(ctx, prod...)
 	if err != nil {
 		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
@@ -396,10 +405,13 @@ func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 }
 
 // writeConnectOffset writes the heartbeat connector's Connect source offset
-// to mm2-offsets.<hb.SourceAlias>.internal on the cluster written to, if that
-// topic exists. MM2 never reads it back; failures are only logged.
+// to the Connect offsets topic of herder hb.SourceAlias->hb.TargetAlias on the
+// cluster written to, if that topic exists. MM2 never reads it back; failures are only logged.
 func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat) {
 	topic := "mm2-offsets." + hb.SourceAlias + ".internal"
+	if hb.SourceAlias == j.opts.SourceAlias {
+		topic = j.opts.OffsetStorageTopic
+	}
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
 		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
@@ -407,6 +419,7 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 	}
 	d, ok := md.Topics[topic]
 	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		j.log.Debug("Connect offsets topic absent; heartbeat source offset not written", "topic", topic, "found", ok, "err", d.Err)
 		return
 	}
 	key := mm2.HeartbeatOffsetKey(hb.SourceAlias, hb.TargetAlias)

@@ -72,6 +72,7 @@ func TestRound(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	j, err := heartbeat.New(context.Background(), heartbeat.Options{
 		SourceAlias: src, TargetAlias: tgt, HeartbeatsTopicReplicationFactor: 1, Now: clk.now,
+		WriteConnectOffsets: true, // once the engine has created the Connect offsets topic
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +147,23 @@ func TestRound(t *testing.T) {
 		t.Errorf("latency topic %q, want %q", sum.LatencyTopic, remote)
 	}
 	t.Logf("replication latency from %s: %d ms", remote, *sum.ReplicationLatencyMS)
+
+	// The engine created mm2-offsets.<src>.internal; round 2 left the heartbeat connector's
+	// Connect offset there, as MM2 does, in the partition Java's producer would pick.
+	key := mm2.HeartbeatOffsetKey(src, tgt)
+	found := false
+	for _, r := range testkit.ReadAll(t, c.Target.Bootstrap, "mm2-offsets."+src+".internal") {
+		if string(r.Key) != string(key) {
+			continue
+		}
+		found = true
+		if v, err := mm2.DecodeOffsetValue(r.Value); err != nil || v != 0 || r.Partition != mm2.KeyPartition(key, 25) {
+			t.Errorf("heartbeat Connect offset %q in partition %d: %v %v", r.Value, r.Partition, v, err)
+		}
+	}
+	if !found {
+		t.Errorf("no Connect offset %s", key)
+	}
 }
 
 // TestRoundOptions checks that the reverse heartbeat and the forward one can
