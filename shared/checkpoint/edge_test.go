@@ -11,6 +11,7 @@ import (
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -133,5 +134,59 @@ func TestRoundTranslationEdgeCases(t *testing.T) {
 	}
 	if sum.CheckpointsLoaded != 2 || sum.OffsetSyncsRead != int64(len(syncs)) {
 		t.Errorf("loaded %d checkpoints and %d syncs, want 2 and %d", sum.CheckpointsLoaded, sum.OffsetSyncsRead, len(syncs))
+	}
+}
+
+// TestRoundIdentityPolicySyncsOnTarget runs a round with IdentityReplicationPolicy (remote
+// topics keep their names) and offset-syncs.topic.location=target (the syncs topic is
+// mm2-offset-syncs.<source>.internal on the target).
+func TestRoundIdentityPolicySyncsOnTarget(t *testing.T) {
+	c := testkit.Require(t)
+	src, tgt := testkit.Name(t, "s"), testkit.Name(t, "t")
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "orders"), 1, nil)
+	testkit.CreateTopic(t, c.Target.Bootstrap, topic, 1, nil) // the remote topic has the same name
+	syncsTopic := testkit.CreateTopic(t, c.Target.Bootstrap, "mm2-offset-syncs."+src+".internal", 1, nil)
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, src+".checkpoints.internal")
+	var recs []*kgo.Record
+	for _, s := range []mm2.OffsetSync{
+		{Topic: topic, Partition: 0, UpstreamOffset: 0, DownstreamOffset: 10},
+		{Topic: topic, Partition: 0, UpstreamOffset: 20, DownstreamOffset: 30},
+	} {
+		k, v, _ := s.Encode()
+		recs = append(recs, &kgo.Record{Topic: syncsTopic, Key: k, Value: v})
+	}
+	testkit.Produce(t, c.Target.Bootstrap, recs...)
+	g := testkit.Name(t, "g")
+	commit(t, c.Source.Bootstrap, g, topic, map[int32]int64{0: 25}, "")
+
+	groups, err := filter.Groups(g, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := checkpoint.New(context.Background(), checkpoint.Options{
+		SourceAlias: src, TargetAlias: tgt, Groups: groups,
+		Policy:                   policy.NewIdentity(src, ".", true),
+		OffsetSyncsTopicLocation: checkpoint.SyncsOnTarget, SyncGroupOffsets: true,
+		CheckpointsTopicReplicationFactor: 1,
+	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if name, where := j.OffsetSyncsTopic(); name != syncsTopic || where != "target" {
+		t.Fatalf("offset syncs topic %s on %s, want %s on target", name, where, syncsTopic)
+	}
+	sum := round(t, j)
+	if sum.CheckpointsWritten != 1 || sum.SyncedOffsets != 1 {
+		t.Fatalf("summary %+v", sum)
+	}
+	f := &flow{c: c, checkpointsTopic: src + ".checkpoints.internal"}
+	got, _, _ := f.readCheckpoints(t)
+	want := mm2.Checkpoint{Group: g, Topic: topic, Partition: 0, UpstreamOffset: 25, DownstreamOffset: 31}
+	if got[cpKey{g, topic, 0}] != want || len(got) != 1 {
+		t.Errorf("checkpoints %v, want only %v", got, want)
+	}
+	if off := committed(t, c.Target.Bootstrap, g, topic); off[0] != 31 {
+		t.Errorf("target offsets %v, want 0:31", off)
 	}
 }
