@@ -198,7 +198,34 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 	if err := o.heartbeatStatus(ctx, st, now); err != nil {
 		return nil, err
 	}
+	o.ages(st)
 	return st, nil
+}
+
+// ages computes the ages of syncs, checkpoints and heartbeats against the time the reads
+// ended: records written while status was reading are then not "from the future".
+func (o *Ops) ages(st *Status) {
+	now := o.now()
+	for i := range st.Partitions {
+		if s := st.Partitions[i].LastSync; s != nil {
+			s.AgeMS = now.Sub(s.Timestamp).Milliseconds()
+		}
+	}
+	for i := range st.Groups {
+		if c := st.Groups[i].Checkpoint; c != nil {
+			c.AgeMS = now.Sub(c.Timestamp).Milliseconds()
+		}
+	}
+	hb := &st.Heartbeats
+	for _, h := range []*HeartbeatInfo{hb.Replicated, hb.Emitted} {
+		if h != nil {
+			h.AgeMS = now.Sub(h.Timestamp).Milliseconds()
+		}
+	}
+	if hb.Replicated != nil {
+		l := hb.Replicated.AgeMS
+		hb.LatencyMS = &l
+	}
 }
 
 // positions reads the stored positions of tps, if the offsets topic exists.
