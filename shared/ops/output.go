@@ -74,7 +74,7 @@ func (s *Status) WriteText(w io.Writer) error {
 	if hb.Replicated != nil {
 		fmt.Fprintf(tw, "heartbeat latency\t%s (newest in %s: %s->%s)\n", ms(*hb.LatencyMS), hb.ReplicatedTopic, hb.Replicated.SourceAlias, hb.Replicated.TargetAlias)
 	} else {
-		fmt.Fprintf(tw, "heartbeat latency\t- (no heartbeat in %s)\n", hb.ReplicatedTopic)
+		fmt.Fprintf(tw, "heartbeat latency\t- (see note)\n")
 	}
 	if hb.Emitted != nil {
 		fmt.Fprintf(tw, "last heartbeat emitted\t%s ago\n", ms(hb.Emitted.AgeMS))

@@ -436,7 +436,8 @@ func (o *Ops) heartbeatStatus(ctx context.Context, st *Status, now time.Time) er
 		l := st.Heartbeats.Replicated.AgeMS
 		st.Heartbeats.LatencyMS = &l
 	} else {
-		st.Notes = append(st.Notes, fmt.Sprintf("no heartbeat in %s on the target", st.Heartbeats.ReplicatedTopic))
+		st.Notes = append(st.Notes, fmt.Sprintf("no heartbeat written into cluster %q found in %s on the target (a reverse heartbeat flow %s->%s writes them)",
+			o.opts.SourceAlias, st.Heartbeats.ReplicatedTopic, o.opts.TargetAlias, o.opts.SourceAlias))
 	}
 	st.Heartbeats.Emitted, err = newest(hbTopic, func(h mm2.Heartbeat) bool {
 		return h.SourceAlias == o.opts.SourceAlias && h.TargetAlias == o.opts.TargetAlias
