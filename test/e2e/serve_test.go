@@ -278,3 +278,44 @@ func TestServeCloudEventRecords(t *testing.T) {
 		t.Errorf("%d payload writes, want 2 (the raw records before the CloudEvent record)", w)
 	}
 }
+
+// TestServeRecreatedTopic: the source topic is deleted and created again (offsets restart at 0)
+// while positions of the old one are stored. A fresh function must not take the old positions
+// for "already copied": the new records reach the target.
+func TestServeRecreatedTopic(t *testing.T) {
+	c := testkit.Require(t)
+	name := testkit.Name(t, "srt")
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, name, 1, nil)
+	remote := "source." + topic
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
+	old := testkit.SampleRecords(topic, 1, 50)
+	testkit.Produce(t, c.Source.Bootstrap, old...)
+	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
+	group := testkit.Name(t, "ks")
+	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL})
+	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
+	stop()
+	fn.stop()
+
+	adm := testkit.Admin(t, c.Source.Bootstrap)
+	ctx := testkit.Context(t, time.Minute)
+	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the topic to be recreated", func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	fresh := testkit.SampleRecords(topic, 1, 10)
+	for _, r := range fresh {
+		r.Value = append([]byte("new-"), r.Value...)
+	}
+	testkit.Produce(t, c.Source.Bootstrap, fresh...)
+
+	fn2 := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
+	g2 := group + "-new"
+	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn2.URL})
+	waitDelivered(t, c.Source.Bootstrap, g2, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
+	stop2()
+	testkit.AssertSameRecords(t, append(old, fresh...), testkit.ReadAll(t, c.Target.Bootstrap, remote))
+}
