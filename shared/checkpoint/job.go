@@ -181,6 +181,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	if err != nil {
 		return sum, err
 	}
+	offsetsRead := time.Now()
 	sum.Groups = len(groups)
 	var out []*kgo.Record
 	var emitted []mm2.Checkpoint
@@ -196,6 +197,10 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	if len(out) > 0 {
 		if err := j.tgt.ProduceSync(ctx, out...).FirstErr(); err != nil {
 			return sum, fmt.Errorf("writing %d checkpoints to %s on target %q: %w", len(out), j.checkpointsTopic, j.opts.TargetAlias, err)
+		}
+		latency := time.Since(offsetsRead)
+		for _, c := range emitted {
+			j.opts.Metrics.CheckpointLatency(ctx, c.Group, c.Topic, c.Partition, latency)
 		}
 		for _, c := range emitted {
 			cps.put(c)

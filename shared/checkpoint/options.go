@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -58,6 +59,11 @@ type Options struct {
 	// OffsetStorageTopic is the Connect offsets topic on the target; ""
 	// means mm2-offsets.<SourceAlias>.internal.
 	OffsetStorageTopic string
+
+	// Metrics records each written checkpoint and its latency (read of the
+	// group's offsets to the checkpoint's acknowledgement, MM2's
+	// checkpoint-latency-ms); nil records nothing.
+	Metrics *metrics.Recorder
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

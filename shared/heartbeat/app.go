@@ -19,12 +19,18 @@ import (
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/serve"
 )
 
 // FromConfig builds a Job from loaded settings, with clients from
 // shared/cluster. The caller closes the Job.
 func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Job, error) {
+	return fromConfig(ctx, cfg, logger, nil)
+}
+
+// fromConfig is FromConfig recording metrics with rec (nil: none).
+func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, rec *metrics.Recorder) (*Job, error) {
 	pol, err := cfg.Policy()
 	if err != nil {
 		return nil, &cli.ConfigError{Err: err}
@@ -36,6 +42,7 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		DisableReverse:                   !cfg.ReverseHeartbeatsEnabled,
 		WriteConnectOffsets:              true,
 		OffsetStorageTopic:               cfg.OffsetStorageTopic,
+		Metrics:                          rec,
 	}
 	srcProfile, err := cluster.SettingsProfile(cfg.Source)
 	if err != nil {
@@ -85,6 +92,9 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 		return serve.Text(http.StatusServiceUnavailable, "a heartbeat round is still running")
 	}
 	sum, err := j.Round(ctx)
+	if err != nil {
+		j.opts.Metrics.Error(ctx, metrics.ErrorKind(err))
+	}
 	var ue *UnavailableError
 	switch {
 	case err == nil:
@@ -102,7 +112,7 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 // RunCommand is the `run` sub-command: one round, its summary logged and
 // printed as JSON on stdout.
 func RunCommand(ctx context.Context, env cli.Env) error {
-	j, err := FromConfig(ctx, env.Config, env.Logger)
+	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
 	if err != nil {
 		return err
 	}
@@ -112,6 +122,7 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 		fmt.Fprintf(env.Stdout, "%s\n", b)
 	}
 	if err != nil {
+		env.Metrics.Error(ctx, metrics.ErrorKind(err))
 		return fmt.Errorf("heartbeat round: %w", err)
 	}
 	return nil
@@ -120,12 +131,12 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 // ServeCommand is the `serve` sub-command: every CloudEvent runs one round
 // (see Job.Handle); /readyz checks both clusters.
 func ServeCommand(ctx context.Context, env cli.Env) error {
-	j, err := FromConfig(ctx, env.Config, env.Logger)
+	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port))}, env.Logger, j)
+	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}, env.Logger, j)
 }
 
 // transient reports failures worth retrying later (the answer is then 503):

@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
 )
@@ -67,6 +68,9 @@ type Options struct {
 	// target; "" means mm2-offsets.<SourceAlias>.internal. The reverse
 	// heartbeat's is mm2-offsets.<TargetAlias>.internal on the source.
 	OffsetStorageTopic string
+	// Metrics records the replication latency each round measures; nil
+	// records nothing.
+	Metrics *metrics.Recorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -264,6 +268,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		sum.Newest = newest
 		lat := j.opts.Now().UnixMilli() - newest.Timestamp
 		sum.ReplicationLatencyMS = &lat
+		j.opts.Metrics.HeartbeatLatency(ctx, time.Duration(lat)*time.Millisecond)
 		j.log.Info("heartbeat round done", "written", len(sum.Written), "replication_latency_ms", lat,
 			"latency_topic", sum.LatencyTopic, "newest_from", newest.SourceAlias, "newest_to", newest.TargetAlias)
 	} else {

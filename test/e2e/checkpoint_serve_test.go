@@ -173,6 +173,11 @@ func TestCheckpointAndHeartbeatServe(t *testing.T) {
 		if err != nil || cps[0].DownstreamOffset != 5 || cps[0].UpstreamOffset != 12 {
 			t.Errorf("checkpoint %+v (%v), want 12 -> 5 (one past the sync 10 -> 4)", cps[0], err)
 		}
+		code, metrics := f.get(t, "/metrics")
+		want := fmt.Sprintf(`mm2go_checkpoints_written_total{group="%s",`, group)
+		if code != http.StatusOK || !strings.Contains(metrics, want) || !strings.Contains(metrics, "mm2go_checkpoint_latency_seconds_bucket{") {
+			t.Errorf("/metrics: %d, want %s... and checkpoint latency:\n%s", code, want, metrics)
+		}
 	})
 	t.Run("heartbeat", func(t *testing.T) {
 		f := serveFunction(t, hbBin, env(c.Target.Bootstrap))
