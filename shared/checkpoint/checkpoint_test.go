@@ -499,3 +499,49 @@ func hasConfig(cs []kadm.Config, key, value string) bool {
 	}
 	return false
 }
+
+// TestRoundPreciseTranslation compares MM2's translation with PreciseTranslation on the same
+// syncs: the precise checkpoint is closer to the group's position and a target consumer still
+// skips nothing.
+func TestRoundPreciseTranslation(t *testing.T) {
+	f := newFlow(t, 1)
+	n := map[int32]int{0: 200}
+	syncs := f.produceReplicated(t, n, map[int32]int{0: 5}, 10)
+	f.writeSyncs(t, syncs...)
+	g := testkit.Name(t, "g")
+	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 157}, "")
+	ref := offsetsync.NewStore()
+	for _, s := range syncs {
+		ref.Add(s)
+	}
+	ref.ReadToEnd()
+	mm2Down, _ := ref.Translate(f.topic, 0, 157)
+
+	gf, err := filter.Groups(g, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := checkpoint.New(context.Background(), checkpoint.Options{
+		SourceAlias: f.src, TargetAlias: f.tgt, Groups: gf, CheckpointsTopicReplicationFactor: 1,
+		SyncGroupOffsets: true, PreciseTranslation: true,
+	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sum := round(t, j)
+	const want = 156 // one past the sync 150->155, the closest one before 157
+	got, _, _ := f.readCheckpoints(t)
+	if c := got[cpKey{g, f.remoteTopic, 0}]; c.DownstreamOffset != want || c.UpstreamOffset != 157 {
+		t.Errorf("precise checkpoint %v, want 157 -> %d", c, want)
+	}
+	if sum.Translation != "precise" || len(sum.PerGroup) != 1 || sum.PerGroup[0].PreciseGain != want-mm2Down {
+		t.Errorf("summary translation %q, groups %+v, want precise with a gain of %d", sum.Translation, sum.PerGroup, want-mm2Down)
+	}
+	read := f.resumeOnTarget(t, g, n)
+	if us := read[0]; len(us) == 0 || us[0] > 157 || us[0] != want-5 {
+		t.Errorf("resumed at %v, want upstream %d (no skip)", us, want-5)
+	}
+	t.Logf("group at 157: MM2 translation %d (%d records read again), precise %d (%d read again)",
+		mm2Down, 157-(mm2Down-5), want, 157-(want-5))
+}

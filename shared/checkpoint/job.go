@@ -55,6 +55,9 @@ type Job struct {
 	syncsNext int64
 	syncsID   kadm.TopicID
 	syncKeys  map[string]mm2.OffsetSync
+	// hist is the recent sync history of PreciseTranslation (nil when off
+	// or when the stores were built without the checkpoints: latestOnly).
+	hist *history
 	// describe explains a connection error (cluster.ConnectError); nil
 	// leaves errors as they are.
 	describe func(cluster string, err error) error
@@ -147,6 +150,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		Source: j.opts.SourceAlias, Target: j.opts.TargetAlias,
 		Started: start.UTC(), CheckpointsTopic: j.checkpointsTopic,
 		OffsetSyncsTopic: j.syncsTopic, PerGroup: []GroupSummary{},
+		Translation: "mm2",
 	}
 	defer func() { sum.DurationMS = j.opts.Now().Sub(start).Milliseconds() }()
 	if j.opts.DisableCheckpoints {
@@ -175,6 +179,9 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	syncs, err := j.loadOffsetSyncs(ctx, sum, sum.CheckpointsLoadError != "")
 	if err != nil {
 		return sum, err
+	}
+	if j.hist != nil {
+		sum.Translation = "precise"
 	}
 
 	groups, err := j.listGroups(ctx)
@@ -286,8 +293,12 @@ func (j *Job) loadOffsetSyncs(ctx context.Context, sum *Summary, latestOnly bool
 		j.syncs = offsetsync.NewStore(offsetsync.WithInitializationMustReadToEnd(latestOnly))
 		j.syncsNext = -1
 		j.syncKeys = map[string]mm2.OffsetSync{}
+		j.hist = nil
+		if j.opts.PreciseTranslation && !latestOnly {
+			j.hist = newHistory(j.opts.HistorySyncs)
+		}
 	}
-	store, keys := j.syncs, j.syncKeys
+	store, keys, hist := j.syncs, j.syncKeys, j.hist
 	// Decoding a key allocates its topic string; keys repeat (one per source
 	// partition), so decode each distinct key once and parse the fixed-size
 	// value (two int64s, MM2's OffsetSync value schema) in place.
@@ -302,11 +313,17 @@ func (j *Job) loadOffsetSyncs(ctx context.Context, sum *Summary, latestOnly bool
 			}
 			keys[string(r.Key)] = mm2.OffsetSync{Topic: s.Topic, Partition: s.Partition}
 			store.Add(s)
+			if hist != nil {
+				hist.add(s)
+			}
 			return nil
 		}
 		base.UpstreamOffset = int64(binary.BigEndian.Uint64(r.Value[0:8]))
 		base.DownstreamOffset = int64(binary.BigEndian.Uint64(r.Value[8:16]))
 		store.Add(base)
+		if hist != nil {
+			hist.add(base)
+		}
 		return nil
 	})
 	if bad > 0 {
@@ -435,6 +452,15 @@ func (j *Job) checkpointGroup(g group, syncs *offsetsync.Store, cps *checkpointS
 	var emitted []mm2.Checkpoint
 	for _, o := range g.offsets {
 		down, ok := syncs.Translate(o.Topic, o.Partition, o.At)
+		if j.hist != nil {
+			// Both answers never skip a record; the larger re-reads less.
+			if pd, pok := j.hist.translate(o.Topic, o.Partition, o.At); pok && (!ok || pd > down) {
+				if ok && down >= 0 {
+					gs.PreciseGain += pd - down
+				}
+				down, ok = pd, true
+			}
+		}
 		if !ok {
 			gs.NoSync++
 			continue

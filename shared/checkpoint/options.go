@@ -60,6 +60,17 @@ type Options struct {
 	// means mm2-offsets.<SourceAlias>.internal.
 	OffsetStorageTopic string
 
+	// PreciseTranslation translates with the closest offset sync still in
+	// the offset-syncs topic (up to HistorySyncs per partition) when it is
+	// closer than what MM2's 64-slot OffsetSyncStore retains: fewer records
+	// read again after a failover, never a skipped one (see history). Off,
+	// checkpoints are exactly MM2's. It is not used while the checkpoints
+	// topic could not be read (MM2 then trusts only the newest syncs).
+	PreciseTranslation bool
+	// HistorySyncs bounds the syncs kept per partition for
+	// PreciseTranslation; 0 means DefaultHistorySyncs.
+	HistorySyncs int
+
 	// Metrics records each written checkpoint and its latency (read of the
 	// group's offsets to the checkpoint's acknowledgement, MM2's
 	// checkpoint-latency-ms); nil records nothing.

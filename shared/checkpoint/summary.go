@@ -24,6 +24,10 @@ type Summary struct {
 	// starts empty and translates from the newest syncs only, as MM2 does).
 	CheckpointsLoadError string `json:"checkpoints_load_error,omitempty"`
 
+	// Translation is "mm2" (MM2's OffsetSyncStore alone) or "precise"
+	// (Options.PreciseTranslation).
+	Translation string `json:"translation"`
+
 	// Groups is the number of source groups checkpointed: accepted by the
 	// group filter, with committed offsets on accepted topics.
 	Groups             int `json:"groups"`
@@ -49,6 +53,9 @@ type GroupSummary struct {
 	Skipped        int `json:"checkpoints_skipped"`
 	NoSync         int `json:"no_sync"`          // no offset sync for the partition (yet)
 	OlderThanSyncs int `json:"older_than_syncs"` // committed offset older than every retained sync
+	// PreciseGain is how many records fewer the group's target consumers
+	// read again thanks to PreciseTranslation, summed over its partitions.
+	PreciseGain int64 `json:"precise_gain,omitempty"`
 	// Sync reports the target group offset sync; nil when disabled.
 	Sync *GroupSync `json:"sync,omitempty"`
 }
