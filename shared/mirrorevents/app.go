@@ -2,6 +2,7 @@ package mirrorevents
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/mm2go/mm2go/shared/cli"
@@ -26,6 +27,11 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 			}
 			kt = k
 		}
+	}
+	if Mode(cfg.EventMode) == ModePayload && cfg.ExactlyOnce {
+		// Payload writes are plain produces; next to the engine's transactional copies they
+		// would break exactly-once for read_committed readers of the remote topics.
+		return &cli.ConfigError{Err: errors.New("MM2_EVENT_MODE=payload cannot be combined with MM2_EXACTLY_ONCE: payload writes are not transactional; use fetch mode")}
 	}
 	o, err := engine.OptionsFromConfig(cfg, env.LookupEnv)
 	if err != nil {
