@@ -140,13 +140,36 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The same positions once more with mm2go's opt-in precise translation, from the same syncs.
+	groupPrecise := testkit.Name(t, "g-precise")
+	commitGroup(t, c.Source.Bootstrap, groupPrecise, topic, positions, "md")
+	preciseGroups, err := filter.Groups(groupPrecise, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jp, err := checkpoint.New(context.Background(), checkpoint.Options{
+		SourceAlias: "source", TargetAlias: "target", Topics: topics, Groups: preciseGroups,
+		CheckpointsTopicReplicationFactor: 1, PreciseTranslation: true,
+	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jp.Close()
+	if _, err := jp.Round(testkit.Context(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	byPrecise, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupPrecise, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// MM2's translation algorithm applied to MM2's syncs (read in topic order).
 	ref := offsetsync.NewStore()
 	for _, s := range syncs {
 		ref.Add(s)
 	}
 	ref.ReadToEnd()
-	t.Logf("partition  source group  exact  MM2 checkpoint  mm2go checkpoint  (downstream offsets; exact = upstream + %d)", filler)
+	t.Logf("partition  source group  exact  MM2 checkpoint  mm2go checkpoint  mm2go precise  (downstream offsets; exact = upstream + %d)", filler)
 	for p := int32(0); p < partitions; p++ {
 		up := positions[p]
 		want, ok := ref.Translate(topic, p, up)
@@ -154,7 +177,11 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 			t.Fatalf("p%d: MM2's syncs cannot translate %d", p, up)
 		}
 		goCP, mmCP := byGo[p], byMM2[p]
-		t.Logf("%9d  %12d  %5d  %14d  %16d", p, up, up+filler, mmCP.DownstreamOffset, goCP.DownstreamOffset)
+		pr := byPrecise[p].DownstreamOffset
+		t.Logf("%9d  %12d  %5d  %14d  %16d  %13d", p, up, up+filler, mmCP.DownstreamOffset, goCP.DownstreamOffset, pr)
+		if pr < goCP.DownstreamOffset || pr > up+filler {
+			t.Errorf("p%d: precise checkpoint %d outside [%d (MM2's), %d (exact)]", p, pr, goCP.DownstreamOffset, up+filler)
+		}
 		wantCP := mm2.Checkpoint{Group: groupGo, Topic: remote, Partition: p, UpstreamOffset: up, DownstreamOffset: want, Metadata: "md"}
 		if goCP != wantCP {
 			t.Errorf("p%d: mm2go checkpoint %v, want %v", p, goCP, wantCP)
