@@ -24,7 +24,10 @@ type BurstOptions struct {
 	// MaxRecords stops after copying this many records.
 	MaxRecords int64
 	// Group, if set, is a source consumer group used only to split partitions between several
-	// concurrent bursts (never to store offsets). Empty: this burst takes every partition.
+	// concurrent bursts (never to store offsets): each burst copies the partitions the group
+	// assigns it; a revoked partition's in-flight records are finished and its position
+	// stored before the group moves on. Empty: this burst takes every partition at once,
+	// without joining anything. Ignored in exactly-once mode.
 	Group string
 	// Progress, if set, is called about once a second with the running totals.
 	Progress func(Progress)
@@ -101,8 +104,10 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 			tps = append(tps, TP{t.Source, p})
 		}
 	}
-	if bo.Group != "" {
-		return e.groupBurst(ctx, start, bo, tps, remote)
+	if bo.Group != "" && e.opts.ExactlyOnce {
+		// Overlapping exactly-once bursts are safe (fencing), they just do not split work.
+		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
+		bo.Group = ""
 	}
 	return e.run(ctx, start, bo, tps, remote, nil)
 }
@@ -168,11 +173,14 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsetsParts, syncs)
 	}
 	var works []*work
-	if fresh {
+	switch {
+	case bo.Group != "":
+		// The group assigns partitions; they are planned as they arrive.
+	case fresh:
 		// This burst created the offsets topic: no position can be stored yet (at-least-once
 		// only; in exactly-once mode positions are always read after fencing).
 		works, err = e.planFrom(ctx, tps, remote, limit, nil)
-	} else {
+	default:
 		works, err = e.plan(ctx, tps, remote, limit, offsetsParts)
 	}
 	if err != nil {
@@ -180,6 +188,7 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 	}
 	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
 	c := newCopier(e, bo, works, offsetsParts, syncs)
+	c.remote = remote
 	return c.run(ctx, start)
 }
 

@@ -58,10 +58,20 @@ type stateKey struct{}
 type copier struct {
 	e            *Engine
 	bo           BurstOptions
-	states       []*partState
-	byTP         map[TP]*partState
 	offsetsParts int32
 	syncs        *syncEmitter
+	remote       map[string]string // source topic -> remote topic (group mode plans late)
+
+	// states lists every partition this burst worked on (appended under posMu and mu); byTP
+	// holds those still assigned, active counts those not done. Group callbacks change them
+	// while the fetch loop waits in PollFetches.
+	mu       sync.Mutex
+	states   []*partState
+	byTP     map[TP]*partState
+	active   int
+	assigned bool // group mode: the latest rebalance's assignment arrived
+	closing  bool // group mode: the loop ended; callbacks do nothing
+	writeCtx context.Context
 
 	prod    *kgo.Client // replicated records
 	posProd *kgo.Client // positions: not queued behind buffered records
@@ -85,6 +95,24 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, sy
 		c.byTP[w.tp] = st
 	}
 	return c
+}
+
+// addWork registers a partition assigned during the burst (group mode) and returns its state.
+func (c *copier) addWork(w *work) *partState {
+	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
+	st.ctx = context.WithValue(c.writeCtx, stateKey{}, st)
+	c.posMu.Lock()
+	c.mu.Lock()
+	c.states = append(c.states, st)
+	c.byTP[w.tp] = st
+	if w.start >= w.end {
+		st.done = true
+	} else {
+		c.active++
+	}
+	c.mu.Unlock()
+	c.posMu.Unlock()
+	return st
 }
 
 func (c *copier) fail(err error) {
@@ -186,8 +214,8 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	defer c.posProd.Close()
 
+	c.writeCtx = writeCtx
 	offs := map[string]map[int32]kgo.Offset{}
-	active := 0
 	for _, st := range c.states {
 		st.ctx = context.WithValue(writeCtx, stateKey{}, st)
 		if st.w.start >= st.w.end {
@@ -198,15 +226,25 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 			offs[st.w.tp.Topic] = map[int32]kgo.Offset{}
 		}
 		offs[st.w.tp.Topic][st.w.tp.Partition] = kgo.NewOffset().At(st.w.start)
-		active++
+		c.active++
 	}
 	// Positions chosen by auto.offset.reset=latest are stored at once.
 	c.writePositions(writeCtx)
 
 	reason := ReasonDone
-	if active > 0 {
-		reason = c.copyLoop(ctx, start, offs, active)
+	var cons *kgo.Client
+	if c.bo.Group != "" || c.active > 0 {
+		cons, err = c.consumer(ctx, offs)
+		if err != nil {
+			c.fail(fmt.Errorf("connecting source consumer: %w", err))
+			reason = ReasonFailed
+		} else {
+			reason = c.copyLoop(ctx, start, cons)
+		}
 	}
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 
 	// Finish: wait for in-flight records, then syncs and positions for everything acknowledged.
 	fctx, cancel := context.WithTimeout(writeCtx, c.bo.Grace)
@@ -221,25 +259,128 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	if err := c.posProd.Flush(fctx); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
 	}
+	if cons != nil {
+		// In group mode leave only now that positions are stored; a rebalance blocked since
+		// the last poll must be allowed or leaving waits for it forever.
+		cons.AllowRebalance()
+		cons.Close()
+	}
 	return c.summary(start, reason)
 }
 
-// copyLoop is the fetch-and-produce loop. It returns the exit reason.
-func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]map[int32]kgo.Offset, active int) string {
+// consumer returns the source consumer: direct assignment of offs, or in group mode a group
+// member whose assignment decides the partitions (positions come from the offsets topic,
+// never from the group).
+func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
 	e := c.e
-	cons, err := e.dial(ctx, Source,
-		kgo.ConsumePartitions(offs),
+	opts := []kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 1<<20)),
-		kgo.FetchMaxWait(250*time.Millisecond),
-	)
-	if err != nil {
-		c.fail(fmt.Errorf("connecting source consumer: %w", err))
-		return ReasonFailed
+		kgo.FetchMaxWait(250 * time.Millisecond),
 	}
-	defer cons.Close()
+	if c.bo.Group == "" {
+		return e.dial(ctx, Source, append(opts, kgo.ConsumePartitions(offs))...)
+	}
+	topics := make([]string, 0, len(c.remote))
+	for t := range c.remote {
+		topics = append(topics, t)
+	}
+	var cons *kgo.Client
+	opts = append(opts,
+		kgo.ConsumerGroup(c.bo.Group),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AdjustFetchOffsetsFn(c.assign),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			c.mu.Lock()
+			c.assigned = true
+			pause := map[string][]int32{}
+			for t, ps := range m {
+				for _, p := range ps {
+					if st := c.byTP[TP{t, p}]; st != nil && st.done {
+						pause[t] = append(pause[t], p)
+					}
+				}
+			}
+			c.mu.Unlock()
+			cl.PauseFetchPartitions(pause)
+		}),
+		kgo.OnPartitionsRevoked(c.revoke),
+		kgo.OnPartitionsLost(c.revoke),
+	)
+	cons, err := e.dial(ctx, Source, opts...)
+	return cons, err
+}
+
+// assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
+// offsets as of now.
+func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var tps []TP
+	for t, ps := range offs {
+		for p := range ps {
+			tps = append(tps, TP{t, p})
+		}
+	}
+	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsetsParts)
+	if err != nil {
+		c.fail(err)
+		return nil, err
+	}
+	out := map[string]map[int32]kgo.Offset{}
+	for _, w := range works {
+		c.addWork(w)
+		if out[w.tp.Topic] == nil {
+			out[w.tp.Topic] = map[int32]kgo.Offset{}
+		}
+		out[w.tp.Topic][w.tp.Partition] = kgo.NewOffset().At(w.start)
+	}
+	c.e.log.Info("partitions assigned by burst group", "group", c.bo.Group, "partitions", len(works))
+	return out, nil
+}
+
+// revoke (group mode) finishes revoked partitions before another member takes them: waits
+// for in-flight records and stores their positions.
+func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing || len(m) == 0 {
+		return
+	}
+	if err := c.prod.Flush(ctx); err != nil {
+		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
+	}
+	c.writePositions(c.writeCtx)
+	if err := c.posProd.Flush(ctx); err != nil {
+		c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
+	}
+	c.mu.Lock()
+	// A revocation is followed by a new assignment (possibly of other partitions): the burst
+	// must not end before it arrives, or partitions could be left to nobody.
+	c.assigned = false
+	for t, ps := range m {
+		for _, p := range ps {
+			if st := c.byTP[TP{t, p}]; st != nil {
+				delete(c.byTP, TP{t, p})
+				if !st.done {
+					st.done = true
+					c.active--
+				}
+			}
+		}
+	}
+	c.mu.Unlock()
+	cl.ResumeFetchPartitions(m) // a partition paused here must not stay paused if it comes back
+	c.e.log.Info("partitions revoked by burst group", "group", c.bo.Group, "topics", len(m))
+}
+
+// copyLoop is the fetch-and-produce loop. It returns the exit reason.
+func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client) string {
+	e := c.e
+	group := c.bo.Group != ""
 
 	stopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -256,7 +397,16 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 	lastFlush := time.Now()
 	lastProgress := time.Now()
 	idle := 0
-	for active > 0 {
+	for {
+		if group {
+			cons.AllowRebalance()
+		}
+		c.mu.Lock()
+		finished := c.active == 0 && (!group || c.assigned)
+		c.mu.Unlock()
+		if finished {
+			break
+		}
 		if c.error() != nil {
 			return ReasonFailed
 		}
@@ -279,8 +429,11 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 		if fs.NumRecords() == 0 && stopCtx.Err() == nil {
 			// Partitions whose tail holds nothing fetchable (e.g. empty batches left by
 			// compaction) never show their last offset; give up on them after a while.
-			if idle++; idle >= 5 {
-				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst", "partitions", active)
+			c.mu.Lock()
+			waiting := group && !c.assigned
+			c.mu.Unlock()
+			if idle++; idle >= 5 && !waiting {
+				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst")
 				break
 			}
 		} else {
@@ -291,14 +444,17 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 			if stop {
 				return
 			}
+			c.mu.Lock()
 			st := c.byTP[TP{ftp.Topic, ftp.Partition}]
+			c.mu.Unlock()
 			if st == nil || st.done {
 				return
 			}
 			c.observeFetch(st, ftp.Records)
 			for _, r := range ftp.Records {
-				if r.Offset >= st.w.end {
-					c.markDone(cons, st, &active)
+				off := r.Offset // r belongs to the producer once produced
+				if off >= st.w.end {
+					c.markDone(cons, st)
 					return
 				}
 				if c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
@@ -316,8 +472,8 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 					}
 					produced++
 				}
-				if r.Offset >= st.w.end-1 {
-					c.markDone(cons, st, &active)
+				if off >= st.w.end-1 {
+					c.markDone(cons, st)
 					return
 				}
 			}
@@ -341,7 +497,10 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 	if c.error() != nil {
 		return ReasonFailed
 	}
-	if active > 0 && reason == ReasonDone {
+	c.mu.Lock()
+	left := c.active
+	c.mu.Unlock()
+	if left > 0 && reason == ReasonDone {
 		switch {
 		case timeUp.Load():
 			return ReasonMaxDuration
@@ -352,9 +511,13 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, offs map[string]
 	return reason
 }
 
-func (c *copier) markDone(cons *kgo.Client, st *partState, active *int) {
-	st.done = true
-	*active--
+func (c *copier) markDone(cons *kgo.Client, st *partState) {
+	c.mu.Lock()
+	if !st.done {
+		st.done = true
+		c.active--
+	}
+	c.mu.Unlock()
 	cons.PauseFetchPartitions(map[string][]int32{st.w.tp.Topic: {st.w.tp.Partition}})
 }
 
@@ -421,7 +584,10 @@ func (c *copier) writePositions(ctx context.Context) {
 
 func (c *copier) progress(start time.Time) Progress {
 	var lag int64
-	for _, st := range c.states {
+	c.mu.Lock()
+	states := c.states
+	c.mu.Unlock()
+	for _, st := range states {
 		st.mu.Lock()
 		lag += st.w.end - max(st.w.start, st.lastAcked+1)
 		st.mu.Unlock()

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// TestBurstGroup runs three bursts of one flow at once with a burst group: together they copy
+// every record, and the group never gets committed offsets (positions stay in the offsets
+// topic only).
+func TestBurstGroup(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "grp"), 6, nil)
+	const n = 60000
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i % 6), Key: []byte(fmt.Sprint(i)), Value: make([]byte, 300)}
+	}
+	testkit.Produce(t, c.Source.Bootstrap, recs...)
+	f := newFlow(t, topic)
+	group := testkit.Name(t, "burstgroup")
+
+	var wg sync.WaitGroup
+	counts := make([]int64, 3)
+	errs := make([]error, 3)
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			s, err := f.engine().Burst(ctx, BurstOptions{Group: group})
+			counts[i], errs[i] = s.Records, err
+		}()
+	}
+	wg.Wait()
+	var total int64
+	for i := range counts {
+		if errs[i] != nil {
+			t.Errorf("burst %d: %v", i, errs[i])
+		}
+		total += counts[i]
+	}
+	t.Logf("records copied per burst: %v (total %d for %d source records)", counts, total, n)
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[string(r.Key)] = true
+	}
+	if len(seen) != n {
+		t.Errorf("target has %d distinct records, want %d", len(seen), n)
+	}
+	// A later burst in the same group finds nothing left.
+	if s := f.burst(BurstOptions{Group: group}); s.Records != 0 {
+		t.Errorf("follow-up group burst copied %d, want 0", s.Records)
+	}
+	offs, err := testkit.Admin(t, c.Source.Bootstrap).FetchOffsets(testkit.Context(t, 10*time.Second), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) != 0 {
+		t.Errorf("burst group has committed offsets %v; it must only assign partitions", offs)
+	}
+}
