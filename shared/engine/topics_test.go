@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+func remoteConfig(t *testing.T, bootstrap, topic, key string) (string, bool) {
+	t.Helper()
+	cfgs, err := testkit.Admin(t, bootstrap).DescribeTopicConfigs(testkit.Context(t, 10*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c.MaybeValue(), c.Source.String() == "DYNAMIC_TOPIC_CONFIG"
+		}
+	}
+	return "", false
+}
+
+// TestTopicConfigs: non-default source configs are copied at creation except excluded ones
+// (message.timestamp.type); with SyncTopicConfigs a changed source config reaches the remote
+// topic and a config reset on the source is reset on the target.
+func TestTopicConfigs(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "cfg"), 1, map[string]*string{
+		"retention.ms": strp("86400000"), "message.timestamp.type": strp("LogAppendTime"), "max.message.bytes": strp("500000"),
+	})
+	f := newFlow(t, topic)
+	f.opts.SyncTopicConfigs = true
+	f.burst(BurstOptions{})
+	remote := f.remote(topic)
+	if v, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "retention.ms"); v != "86400000" || !dyn {
+		t.Errorf("remote retention.ms = %q (dynamic %v), want 86400000", v, dyn)
+	}
+	if _, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "message.timestamp.type"); dyn {
+		t.Error("message.timestamp.type was copied; MM2 excludes it by default")
+	}
+
+	adm := testkit.Admin(t, src)
+	if _, err := adm.AlterTopicConfigs(testkit.Context(t, 10*time.Second), []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "retention.ms", Value: strp("172800000")},
+		{Op: kadm.DeleteConfig, Name: "max.message.bytes"},
+	}, topic); err != nil {
+		t.Fatal(err)
+	}
+	f.burst(BurstOptions{})
+	if v, _ := remoteConfig(t, c.Target.Bootstrap, remote, "retention.ms"); v != "172800000" {
+		t.Errorf("after sync remote retention.ms = %q, want 172800000", v)
+	}
+	if _, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "max.message.bytes"); dyn {
+		t.Error("max.message.bytes reset on the source is still set on the remote topic")
+	}
+}
+
+// TestTopicSelection: internal topics and cycles are never replicated; a heartbeats topic is
+// replicated with HeartbeatsReplication even when the topic filter rejects it.
+func TestTopicSelection(t *testing.T) {
+	f := newFlow(t, "orders")
+	f.opts.HeartbeatsReplication = true
+	e := f.engine()
+	for topic, want := range map[string]bool{
+		"orders":                      true,
+		"payments":                    false, // filter
+		"heartbeats":                  true,
+		f.alias + ".heartbeats":       true,
+		"t" + f.alias + ".orders":     false, // came from the target: cycle
+		"mm2-offsets.x.internal":      false,
+		"__consumer_offsets":          false,
+		"t" + f.alias + ".heartbeats": false,
+	} {
+		if got := e.Selected(topic); got != want {
+			t.Errorf("Selected(%q) = %v, want %v", topic, got, want)
+		}
+	}
+}
