@@ -77,7 +77,8 @@ func clientFunc(s cluster.Settings, p cluster.Profile, logger *slog.Logger) Clie
 	}
 }
 
-// Ready implements serve.Readier: both clusters answer a metadata request.
+// Ready implements serve.Readier: the target cluster answers a metadata
+// request (a round needs only the target).
 func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
 
 // Handle implements serve.Handler: any CloudEvent (a PingSource tick, a

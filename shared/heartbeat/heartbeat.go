@@ -126,6 +126,9 @@ type Summary struct {
 	DurationMS int64     `json:"duration_ms"`
 	// Written lists the heartbeats written this round.
 	Written []Written `json:"written"`
+	// ReverseError says why the reverse heartbeat (to the source) could not
+	// be written; the round goes on without it.
+	ReverseError string `json:"reverse_error,omitempty"`
 	// LatencyTopic is the remote heartbeats topic read on the target.
 	LatencyTopic string `json:"latency_topic"`
 	// Newest is the newest heartbeat found in LatencyTopic, preferring the
@@ -236,28 +239,29 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		return sum, err
 	}
 
-	topic := j.opts.Policy.HeartbeatsTopic()
 	for _, s := range sides {
 		if !s.write {
 			continue
 		}
-		if err := ensureTopic(ctx, s.adm, topic, j.opts.HeartbeatsTopicReplicationFactor, s.configs); err != nil {
-			return sum, fmt.Errorf("heartbeats topic on %s %q: %w", s.name, s.alias, err)
+		ectx, cancel := ctx, context.CancelFunc(func() {})
+		if s.name == "source" {
+			ectx, cancel = context.WithTimeout(ctx, reverseTimeout)
 		}
-		now := j.opts.Now()
-		s.hb.Timestamp = now.UnixMilli()
-		key, value, err := s.hb.Encode()
+		w, err := j.emit(ectx, s.name, s.alias, s.cl, s.adm, s.hb, s.configs)
+		cancel()
 		if err != nil {
-			return sum, fmt.Errorf("encoding %v: %w", s.hb, err)
+			if s.name == "source" {
+				// The reverse heartbeat only feeds topology discovery and the
+				// latency figure; a source the job may not write to (e.g. a
+				// read-only source with offset syncs on the target) must not
+				// fail the round.
+				sum.ReverseError = err.Error()
+				j.log.Warn("reverse heartbeat not written", "cluster", s.alias, "err", err)
+				continue
+			}
+			return sum, err
 		}
-		rec := &kgo.Record{Topic: topic, Partition: 0, Key: key, Value: value, Timestamp: time.UnixMilli(s.hb.Timestamp)}
-		if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			return sum, fmt.Errorf("writing heartbeat to %s on %s %q: %w", topic, s.name, s.alias, err)
-		}
-		sum.Written = append(sum.Written, Written{Cluster: s.name, Topic: topic, Offset: rec.Offset, Heartbeat: fromMM2(s.hb)})
-		if j.opts.WriteConnectOffsets {
-			j.writeConnectOffset(ctx, s.cl, s.adm, s.hb)
-		}
+		sum.Written = append(sum.Written, w)
 	}
 
 	newest, err := j.newestReplicated(ctx)
@@ -278,28 +282,44 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	return sum, nil
 }
 
-// ping checks that the clusters a round writes to answer a metadata request
-// (the source only with the reverse heartbeat).
+// reverseTimeout bounds writing the reverse heartbeat, so that an
+// unreachable source does not hold the round.
+const reverseTimeout = 30 * time.Second
+
+// ping checks that the target answers a metadata request. A round needs
+// only the target: the source may be down (a failover) and the round still
+// writes the forward heartbeat and measures.
 func (j *Job) ping(ctx context.Context) error {
-	for _, c := range []struct {
-		name, alias string
-		adm         *kadm.Client
-	}{{"target", j.opts.TargetAlias, j.tgtAdm}, {"source", j.opts.SourceAlias, j.srcAdm}} {
-		if c.name == "source" && j.opts.DisableReverse {
-			continue
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := j.tgtAdm.BrokerMetadata(pctx); err != nil {
+		// Also when ctx ran out: the cluster did not answer in time.
+		if j.describe != nil {
+			err = j.describe("target", err)
 		}
-		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		_, err := c.adm.BrokerMetadata(pctx)
-		cancel()
-		if err != nil {
-			// Also when ctx ran out: the cluster did not answer in time.
-			if j.describe != nil {
-				err = j.describe(c.name, err)
-			}
-			return &UnavailableError{Cluster: c.name, Alias: c.alias, Err: err}
-		}
+		return &UnavailableError{Cluster: "target", Alias: j.opts.TargetAlias, Err: err}
 	}
 	return nil
+}
+
+func (j *Job) emit(ctx context.Context, name, alias string, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat, configs map[string]*string) (Written, error) {
+	topic := j.opts.Policy.HeartbeatsTopic()
+	if err := ensureTopic(ctx, adm, topic, j.opts.HeartbeatsTopicReplicationFactor, configs); err != nil {
+		return Written{}, fmt.Errorf("heartbeats topic on %s %q: %w", name, alias, err)
+	}
+	hb.Timestamp = j.opts.Now().UnixMilli()
+	key, value, err := hb.Encode()
+	if err != nil {
+		return Written{}, fmt.Errorf("encoding %v: %w", hb, err)
+	}
+	rec := &kgo.Record{Topic: topic, Partition: 0, Key: key, Value: value, Timestamp: time.UnixMilli(hb.Timestamp)}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return Written{}, fmt.Errorf("writing heartbeat to %s on %s %q: %w", topic, name, alias, err)
+	}
+	if j.opts.WriteConnectOffsets {
+		j.writeConnectOffset(ctx, cl, adm, hb)
+	}
+	return Written{Cluster: name, Topic: topic, Offset: rec.Offset, Heartbeat: fromMM2(hb)}, nil
 }
 
 func fromMM2(h mm2.Heartbeat) Heartbeat {

@@ -220,3 +220,23 @@ func TestRoundUnavailable(t *testing.T) {
 		t.Fatalf("round against a closed port: %v, want UnavailableError for the target", err)
 	}
 }
+
+// TestRoundSourceDown: with the source unreachable (a failover) the round still writes the
+// forward heartbeat and reports why the reverse one is missing.
+func TestRoundSourceDown(t *testing.T) {
+	c := testkit.Require(t)
+	j, err := heartbeat.New(context.Background(), heartbeat.Options{
+		SourceAlias: testkit.Name(t, "s"), TargetAlias: testkit.Name(t, "t"), HeartbeatsTopicReplicationFactor: 1,
+	}, dial("127.0.0.1:1"), dial(c.Target.Bootstrap), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sum, err := j.Round(testkit.Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Written) != 1 || sum.Written[0].Cluster != "target" || sum.ReverseError == "" {
+		t.Errorf("written %+v, reverse error %q: want the forward heartbeat and a reason", sum.Written, sum.ReverseError)
+	}
+}
