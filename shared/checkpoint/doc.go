@@ -16,6 +16,14 @@
 //     same groups on the target when they have no active members there,
 //     never moving a committed offset backwards.
 //
+// A Job keeps its stores between rounds (serve mode), like MM2's long-running
+// task: later rounds read only the offset syncs and checkpoints written since,
+// and read a topic again from the start when it was truncated or recreated.
+//
+// Translation is MM2's (offsetsync.Store) unless Options.PreciseTranslation
+// is set: then the closest recent sync is used when MM2's 64 slots no longer
+// hold it, which re-reads fewer records after a failover and never skips one.
+//
 // The record formats are MM2's (package mm2), so MM2's MirrorClient,
 // RemoteClusterUtils.translateOffsets and a real MirrorCheckpointTask read
 // what a round writes, and a round reads what real MM2 wrote.
