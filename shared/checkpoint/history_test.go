@@ -8,7 +8,9 @@ import (
 
 func TestHistory(t *testing.T) {
 	h := newHistory(8)
-	add := func(up, down int64) { h.add(mm2.OffsetSync{Topic: "t", Partition: 0, UpstreamOffset: up, DownstreamOffset: down}) }
+	add := func(up, down int64) {
+		h.add(mm2.OffsetSync{Topic: "t", Partition: 0, UpstreamOffset: up, DownstreamOffset: down})
+	}
 	tr := func(up int64) (int64, bool) { return h.translate("t", 0, up) }
 	check := func(name string, up, want int64, wantOK bool) {
 		t.Helper()
