@@ -1,0 +1,67 @@
+package heartbeat_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/heartbeat"
+)
+
+// TestCreatedTopicConfigs: MM2 creates "heartbeats" compacted; a cluster without compaction
+// (an Event Hubs tier, via cluster.Profile) gets the topic without cleanup.policy.
+func TestCreatedTopicConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		configs map[string]*string
+		want    string
+	}{
+		{"default", nil, "compact"},
+		{"no-compaction", map[string]*string{}, "delete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			j, err := heartbeat.New(ctx, heartbeat.Options{SourceAlias: "a", TargetAlias: "b", TargetTopicConfigs: tc.configs, DisableReverse: true},
+				dial("127.0.0.1:1"), dial(c.ListenAddrs()[0]), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if _, err := j.Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			rc, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, "heartbeats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := rc.On("heartbeats", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, cfg := range r.Configs {
+				if cfg.Key == "cleanup.policy" && cfg.Value != nil {
+					got = *cfg.Value
+				}
+			}
+			if got != tc.want {
+				t.Errorf("cleanup.policy %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
