@@ -76,6 +76,7 @@ type copier struct {
 	prod    *kgo.Client // replicated records
 	posProd *kgo.Client // positions: not queued behind buffered records
 
+	pool       fetchPool
 	inflight   atomic.Int64 // bytes produced, not yet acknowledged
 	space      chan struct{}
 	records    atomic.Int64
@@ -182,6 +183,7 @@ func (c *copier) promise(r *kgo.Record, err error) {
 	c.bytes.Add(size)
 	c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
 	c.syncs.record(st.ctx, st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
+	r.Recycle()
 }
 
 // run copies until every partition reached its end, a budget is exhausted or ctx ends.
@@ -276,6 +278,7 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 	opts := []kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),
+		kgo.WithPools(&c.pool),
 		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 1<<20)),
 		kgo.FetchMaxWait(250 * time.Millisecond),
@@ -448,13 +451,15 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			st := c.byTP[TP{ftp.Topic, ftp.Partition}]
 			c.mu.Unlock()
 			if st == nil || st.done {
+				recycle(ftp.Records)
 				return
 			}
 			c.observeFetch(st, ftp.Records)
-			for _, r := range ftp.Records {
+			for i, r := range ftp.Records {
 				off := r.Offset // r belongs to the producer once produced
 				if off >= st.w.end {
 					c.markDone(cons, st)
+					recycle(ftp.Records[i:])
 					return
 				}
 				if c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
@@ -465,6 +470,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 					st.mu.Lock()
 					st.lastSeen = r.Offset
 					st.mu.Unlock()
+					r.Recycle()
 				} else {
 					if !c.produce(stopCtx, st, r) {
 						stop = true
@@ -474,6 +480,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 				}
 				if off >= st.w.end-1 {
 					c.markDone(cons, st)
+					recycle(ftp.Records[i+1:])
 					return
 				}
 			}
@@ -511,6 +518,13 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	return reason
 }
 
+// recycle returns records that will not be produced to the fetch pool.
+func recycle(recs []*kgo.Record) {
+	for _, r := range recs {
+		r.Recycle()
+	}
+}
+
 func (c *copier) markDone(cons *kgo.Client, st *partState) {
 	c.mu.Lock()
 	if !st.done {
@@ -538,7 +552,12 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 	st.lastSeen = r.Offset
 	st.mu.Unlock()
 	prepareCopy(r, st.w.remote)
-	r.Context = st.ctx
+	if r.Context == nil {
+		r.Context = st.ctx
+	} else {
+		// Keep the fetch pool's context (Recycle needs it) and carry the state along.
+		r.Context = context.WithValue(r.Context, stateKey{}, st)
+	}
 	c.prod.Produce(st.ctx, r, c.promise)
 	return true
 }

@@ -95,12 +95,22 @@ func RunMirror(t testing.TB, env []string) MirrorResult {
 	default:
 		t.Fatalf("running mirror: %v", err)
 	}
-	if line := bytes.TrimSpace(stdout.Bytes()); len(line) > 0 {
-		if err := json.Unmarshal(line, &res.Summary); err != nil {
-			t.Errorf("summary on stdout is not JSON: %v\n%s", err, line)
-		}
-	}
+	res.Summary = RunMirrorSummary(t, stdout.Bytes())
 	return res
+}
+
+// RunMirrorSummary decodes the JSON summary a `mirror run` printed on stdout (nil if none).
+func RunMirrorSummary(t testing.TB, stdout []byte) map[string]any {
+	t.Helper()
+	line := bytes.TrimSpace(stdout)
+	if len(line) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Errorf("summary on stdout is not JSON: %v\n%s", err, line)
+	}
+	return m
 }
 
 // EndOffsetsSum returns the sum of a topic's end offsets (0 if it does not exist).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -53,9 +54,16 @@ func bigTopic(t *testing.T, c testkit.Clusters, partitions int32, n, size int) s
 	cl := testkit.Client(t, c.Source.Bootstrap, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	ctx := testkit.Context(t, 2*time.Minute)
 	errs := make(chan error, 1)
-	value := bytes.Repeat([]byte("x"), size)
+	// Random upper-case letters, like Kafka's ProducerPerformance payloads.
+	values := make([][]byte, 256)
+	for i := range values {
+		values[i] = make([]byte, size)
+		for j := range values[i] {
+			values[i][j] = byte('A' + rand.IntN(26))
+		}
+	}
 	for i := 0; i < n; i++ {
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(strconv.Itoa(i)), Value: value}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(strconv.Itoa(i)), Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case errs <- err:
@@ -217,9 +225,11 @@ func TestMirrorThenRealMM2(t *testing.T) {
 		}
 	})
 	ctx := testkit.Context(t, 3*time.Minute)
+	began := time.Now()
 	testkit.WaitFor(t, 2*time.Minute, "MirrorMaker 2 to copy the new records", func() bool {
 		return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 400
 	})
+	t.Logf("MirrorMaker 2 copied the new records %s after its start", time.Since(began).Round(time.Millisecond))
 	time.Sleep(3 * time.Second) // would MM2 re-copy anything, give it the time to
 	testkit.StopMM2(t, name)
 	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
