@@ -130,6 +130,10 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 	if b, jerr := json.Marshal(s); jerr == nil {
 		fmt.Fprintf(env.Stdout, "%s\n", b)
 	}
+	if err != nil && ctx.Err() != nil && s.Records == 0 {
+		// A stop signal during set-up: nothing was copied, nothing is lost; more to do.
+		return fmt.Errorf("stopped before copying (%v): %w", err, cli.ErrMoreToDo)
+	}
 	if err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
