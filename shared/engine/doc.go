@@ -32,8 +32,11 @@
 // source partition has its own transactional producer (transactional id
 // "mm2go-<source>-<target>-<topic>-<partition>"), and the copied records of a chunk plus the
 // position record for that chunk commit in one transaction. The position is read only after
-// the producer obtained its producer epoch, which fences (aborts) any older instance still
-// copying that partition, so two overlapping runs never commit the same record twice.
+// every partition's transactional id was initialized by this burst, which fences (aborts the
+// open transaction of) any older instance still copying it, and after the offsets partition's
+// last stable offset reached its high watermark (no undecided position hides behind an open
+// transaction). So two overlapping or successive runs never commit the same record twice,
+// even after a SIGKILL mid-transaction.
 // It does not hold for read_uncommitted readers of the target (they may see aborted copies),
 // across partitions (there is no ordering or atomicity between partitions), for offset syncs
 // (written afterwards by a separate non-transactional producer, as MM2 does; a crash may lose

@@ -15,8 +15,9 @@ import (
 // Exactly-once tuning: partitions copied at once (each has its own transactional producer and
 // consumer), and the largest chunk committed in one transaction.
 const (
-	eosWorkers       = 8
-	eosMaxChunkBytes = 8 << 20
+	eosWorkers            = 8
+	eosMaxChunkBytes      = 8 << 20
+	eosTransactionTimeout = time.Minute
 )
 
 // TransactionalID returns the transactional id used for a source partition in exactly-once
@@ -54,6 +55,11 @@ func (e *Engine) runExactlyOnce(ctx context.Context, start time.Time, bo BurstOp
 	if bo.MaxDuration > 0 {
 		t := time.AfterFunc(bo.MaxDuration, func() { r.timeUp.Store(true); cancel() })
 		defer t.Stop()
+	}
+	// Fence every earlier copier of these partitions first: that aborts their open
+	// transactions at once, so position reads below need not wait for them to time out.
+	if err := r.fenceAll(ctx, tps); err != nil {
+		return e.failed(start, err)
 	}
 	queue := make(chan TP)
 	var wg sync.WaitGroup
@@ -138,6 +144,33 @@ feed:
 	return s, r.err
 }
 
+// fenceAll initializes (and so fences) the transactional id of every partition, a few at a
+// time.
+func (r *eosRun) fenceAll(ctx context.Context, tps []TP) error {
+	sem := make(chan struct{}, eosWorkers)
+	errs := make(chan error, len(tps))
+	var wg sync.WaitGroup
+	for _, tp := range tps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cl, err := r.e.dial(ctx, Target, kgo.TransactionalID(r.e.TransactionalID(tp)), kgo.TransactionTimeout(eosTransactionTimeout))
+			if err == nil {
+				_, _, err = cl.ProducerID(ctx)
+				cl.Close()
+			}
+			if err != nil {
+				errs <- fmt.Errorf("fencing earlier copiers of %s: %w", tp, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
 // copyPartition copies one partition in transactions. The producer's epoch is obtained before
 // the position is read: that fences (and aborts the open transaction of) any older instance,
 // so the position read is final and no record is committed twice.
@@ -147,7 +180,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	wctx := context.WithoutCancel(ctx)
 	prod, err := e.dial(ctx, Target, e.producerOpts(
 		kgo.TransactionalID(e.TransactionalID(tp)),
-		kgo.TransactionTimeout(time.Minute),
+		kgo.TransactionTimeout(eosTransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedBytes(2*eosMaxChunkBytes+(16<<20)),
 		kgo.MaxBufferedRecords(maxBufferedRecords),

@@ -75,6 +75,18 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 	}
+	if e.opts.ExactlyOnce {
+		// A read_committed read stops at the last stable offset: an open transaction of
+		// another partition's copier (or of a crashed one, until its timeout) would hide
+		// newer committed positions. Wait until everything written so far is decided.
+		wanted := make([]int32, 0, len(parts))
+		for p := range parts {
+			wanted = append(wanted, p)
+		}
+		if ends, err = e.waitStable(ctx, topic, wanted); err != nil {
+			return nil, err
+		}
+	}
 	for p, st := range parts {
 		s, _ := starts.Lookup(topic, p)
 		en, _ := ends.Lookup(topic, p)
@@ -135,6 +147,45 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 		}
 	}
 }
+
+// waitStable waits until the last stable offset of the given partitions of topic reaches
+// their high watermark as of the call, and returns those offsets.
+func (e *Engine) waitStable(ctx context.Context, topic string, parts []int32) (kadm.ListedOffsets, error) {
+	_, hwm, err := listOffsets(ctx, e.tgtAdm, false, topic)
+	if err != nil {
+		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
+	}
+	deadline := time.Now().Add(stableWait)
+	for {
+		_, lso, err := listOffsets(ctx, e.tgtAdm, true, topic)
+		if err != nil {
+			return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
+		}
+		stable := true
+		for _, p := range parts {
+			h, _ := hwm.Lookup(topic, p)
+			l, _ := lso.Lookup(topic, p)
+			if l.Offset < h.Offset {
+				stable = false
+			}
+		}
+		if stable {
+			return lso, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("offsets topic %q: an open transaction kept positions undecided for %s", topic, stableWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stableWait bounds waitStable: a little more than the transaction timeout, after which the
+// coordinator aborts a crashed copier's transaction.
+const stableWait = eosTransactionTimeout + 15*time.Second
 
 // readWindow consumes the given partitions of topic (read_committed, control records kept so
 // the read can tell it reached a transaction marker) from the given offsets, calling fn for
