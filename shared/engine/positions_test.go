@@ -137,3 +137,30 @@ func TestCopyPartition(t *testing.T) {
 		t.Error("CopyPartition of an internal topic succeeded")
 	}
 }
+
+// TestOffsetSyncsOnTarget: with offset-syncs.topic.location=target the syncs go to
+// mm2-offset-syncs.<source>.internal on the target, partition 0, in MM2's encoding.
+func TestOffsetSyncsOnTarget(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "synctgt"), 2, nil)
+	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 2, 300)...)
+	f := newFlow(t, topic)
+	f.opts.OffsetSyncsTopicLocation = SyncsOnTarget
+	f.opts.OffsetLagMax = 50
+	f.burst(BurstOptions{})
+	syncs := f.syncs(topic) // reads the target-side topic, checks partition 0 and decoding
+	perPart := map[int32][]int64{}
+	for _, s := range syncs {
+		if s.UpstreamOffset != s.DownstreamOffset {
+			t.Errorf("sync %v: upstream and downstream differ on a gapless copy", s)
+		}
+		perPart[s.Partition] = append(perPart[s.Partition], s.UpstreamOffset)
+	}
+	for p := int32(0); p < 2; p++ {
+		ups := perPart[p]
+		// offset.lag.max=50 over 150 records: the first record, every 50, and the last.
+		if len(ups) < 3 || ups[0] != 0 || ups[len(ups)-1] != 149 {
+			t.Errorf("partition %d syncs at upstream %v, want 0 ... 149 every ~50", p, ups)
+		}
+	}
+}
