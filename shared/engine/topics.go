@@ -291,13 +291,17 @@ func waitForTopic(ctx context.Context, adm *kadm.Client, name string) (int32, er
 				return int32(len(d.Partitions)), nil
 			}
 		}
-		if i >= 100 {
+		if i >= 150 {
 			return 0, fmt.Errorf("topic %q has no leader after creation", name)
+		}
+		wait := 100 * time.Millisecond
+		if i < 25 {
+			wait = 20 * time.Millisecond // usually ready within a few tens of ms
 		}
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
