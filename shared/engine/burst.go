@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -278,6 +277,3 @@ type partResult struct {
 	records, bytes int64
 	lag            int64
 }
-
-// errStop marks a clean stop (budget or signal), not a failure.
-var errStop = errors.New("stop")

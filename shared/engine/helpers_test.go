@@ -37,12 +37,11 @@ func testDialer(c testkit.Clusters) DialFunc {
 // flow is one test flow with a source alias unique to the test, so its remote topics and
 // offsets topic are its own.
 type flow struct {
-	t       *testing.T
-	c       testkit.Clusters
-	opts    Options
-	alias   string
-	topics  []string
-	cleanup []string // target topics to delete
+	t      *testing.T
+	c      testkit.Clusters
+	opts   Options
+	alias  string
+	topics []string
 }
 
 func newFlow(t *testing.T, topics ...string) *flow {

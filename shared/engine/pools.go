@@ -4,20 +4,18 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fetchPool recycles the memory of fetched batches (decompressed bytes, record slices) once
 // every record of a batch was acknowledged by the target (kgo.Record.Recycle), so a burst's
 // allocation rate and resident memory do not follow the bytes copied.
 type fetchPool struct {
-	bytes, recs, krecs sync.Pool
+	bytes, recs sync.Pool
 }
 
 var (
 	_ kgo.PoolDecompressBytes = (*fetchPool)(nil)
 	_ kgo.PoolRecords         = (*fetchPool)(nil)
-	_ kgo.PoolKRecords        = (*fetchPool)(nil)
 )
 
 func (p *fetchPool) GetDecompressBytes(compressed []byte, _ kgo.CompressionCodecType) []byte {
@@ -37,12 +35,3 @@ func (p *fetchPool) GetRecords(n int) []kgo.Record {
 }
 
 func (p *fetchPool) PutRecords(s []kgo.Record) { p.recs.Put(&s) }
-
-func (p *fetchPool) GetKRecords(n int) []kmsg.Record {
-	if s, ok := p.krecs.Get().(*[]kmsg.Record); ok && cap(*s) >= n {
-		return (*s)[:0]
-	}
-	return make([]kmsg.Record, 0, n)
-}
-
-func (p *fetchPool) PutKRecords(s []kmsg.Record) { p.krecs.Put(&s) }
