@@ -152,6 +152,7 @@ func TestCheckpointAndHeartbeatServe(t *testing.T) {
 			"MM2_SOURCE_BOOTSTRAP_SERVERS": c.Source.Bootstrap, "MM2_TARGET_BOOTSTRAP_SERVERS": target,
 			"MM2_GROUPS": group, "MM2_TOPICS": topic,
 			"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR": "1", "MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR": "1",
+			checkpoint.EnvTranslation: "precise",
 		}
 	}
 	cpBin, hbBin := buildFunction(t, "checkpoint"), buildFunction(t, "heartbeat")
@@ -166,8 +167,8 @@ func TestCheckpointAndHeartbeatServe(t *testing.T) {
 		if code != http.StatusOK || json.Unmarshal(body, &sum) != nil {
 			t.Fatalf("event: %d %s", code, body)
 		}
-		if sum.Groups != 1 || sum.CheckpointsWritten != 1 || sum.Source != src || sum.Target != tgt {
-			t.Errorf("summary %s, want 1 group, 1 checkpoint", body)
+		if sum.Groups != 1 || sum.CheckpointsWritten != 1 || sum.Source != src || sum.Target != tgt || sum.Translation != "precise" {
+			t.Errorf("summary %s, want 1 group, 1 checkpoint, precise translation", body)
 		}
 		cps, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, src+".checkpoints.internal", group, src+"."+topic)
 		if err != nil || cps[0].DownstreamOffset != 5 || cps[0].UpstreamOffset != 12 {
