@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -126,38 +124,18 @@ func strictField(obj map[string]any, field string, v any) error {
 	return strict(raw, v)
 }
 
-var (
-	settingsOnce sync.Once
-	settingsSet  map[string]bool
-	settingsErr  error
-)
-
-var usageName = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)(\s|$)`)
-
-// functionSettings are the environment variable names the functions read, taken from
-// shared/config's Usage (what `mirror -h` prints). shared/config has no listing function; this
-// parses the usage text: every unindented line starts with a variable name.
+// functionSettings are the environment variable names the functions read (config.EnvNames,
+// the same list `mirror -h` prints).
 func functionSettings(t testing.TB) map[string]bool {
 	t.Helper()
-	settingsOnce.Do(func() {
-		var b bytes.Buffer
-		if settingsErr = config.Usage(&b); settingsErr != nil {
-			return
-		}
-		settingsSet = map[string]bool{}
-		for _, line := range strings.Split(b.String(), "\n") {
-			if m := usageName.FindStringSubmatch(line); m != nil && (strings.Contains(m[1], "_") || m[1] == "PORT") {
-				settingsSet[m[1]] = true
-			}
-		}
-	})
-	if settingsErr != nil {
-		t.Fatalf("config.Usage: %v", settingsErr)
+	set := map[string]bool{}
+	for _, n := range config.EnvNames() {
+		set[n] = true
 	}
-	if len(settingsSet) < 10 || !settingsSet["MM2_SOURCE_BOOTSTRAP_SERVERS"] {
-		t.Fatalf("parsed only %d setting names from config.Usage: %v", len(settingsSet), keys(settingsSet))
+	if len(set) < 10 || !set["MM2_SOURCE_BOOTSTRAP_SERVERS"] {
+		t.Fatalf("config.EnvNames lists only %d settings: %v", len(set), keys(set))
 	}
-	return settingsSet
+	return set
 }
 
 func keys[V any](m map[string]V) []string {

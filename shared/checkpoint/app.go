@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
@@ -27,18 +26,11 @@ import (
 // FromConfig builds a Job from loaded settings, with clients from
 // shared/cluster. The caller closes the Job.
 func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Job, error) {
-	return fromConfig(ctx, cfg, logger, nil, nil)
+	return fromConfig(ctx, cfg, logger, nil)
 }
 
-// EnvTranslation selects the translation: "mm2" (default: MM2's
-// OffsetSyncStore alone, checkpoints identical to MM2's) or "precise"
-// (Options.PreciseTranslation). It is read by the run and serve commands
-// until shared/config has the setting.
-const EnvTranslation = "MM2_CHECKPOINT_TRANSLATION"
-
-// fromConfig is FromConfig recording metrics with rec (nil: none) and
-// reading settings config does not have yet through lookupEnv (nil: none).
-func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, rec *metrics.Recorder, lookupEnv func(string) (string, bool)) (*Job, error) {
+// fromConfig is FromConfig recording metrics with rec (nil: none).
+func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, rec *metrics.Recorder) (*Job, error) {
 	pol, err := cfg.Policy()
 	if err != nil {
 		return nil, &cli.ConfigError{Err: err}
@@ -62,15 +54,9 @@ func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, re
 		OffsetStorageTopic:                cfg.OffsetStorageTopic,
 		Metrics:                           rec,
 	}
-	if lookupEnv != nil {
-		switch v, _ := lookupEnv(EnvTranslation); strings.ToLower(strings.TrimSpace(v)) {
-		case "", "mm2":
-		case "precise":
-			opts.PreciseTranslation = true
-		default:
-			return nil, &cli.ConfigError{Err: fmt.Errorf("%s %q: want mm2 or precise", EnvTranslation, v)}
-		}
-	}
+	// MM2_CHECKPOINT_TRANSLATION: "mm2" (MM2's OffsetSyncStore alone, checkpoints identical to
+	// MM2's) or "precise" (Options.PreciseTranslation); config validated the value.
+	opts.PreciseTranslation = cfg.CheckpointTranslation == "precise"
 	srcProfile, err := cluster.SettingsProfile(cfg.Source)
 	if err != nil {
 		return nil, &cli.ConfigError{Err: err}
@@ -143,7 +129,7 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 // RunCommand is the `run` sub-command: one round, its summary logged and
 // printed as JSON on stdout.
 func RunCommand(ctx context.Context, env cli.Env) error {
-	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics, env.LookupEnv)
+	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
 	if err != nil {
 		return err
 	}
@@ -162,7 +148,7 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 // ServeCommand is the `serve` sub-command: every CloudEvent runs one round
 // (see Job.Handle); /readyz checks both clusters.
 func ServeCommand(ctx context.Context, env cli.Env) error {
-	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics, env.LookupEnv)
+	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
 	if err != nil {
 		return err
 	}

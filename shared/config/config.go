@@ -85,14 +85,17 @@ type Config struct {
 	ReverseHeartbeatsEnabled bool `envconfig:"MM2_REVERSE_HEARTBEATS_ENABLED" mm2:"<target>-><source>.emit.heartbeats.enabled" scope:"special" default:"true" desc:"also write heartbeats to the source cluster (MM2's reverse heartbeat flow)"`
 
 	// mm2go's own settings.
-	ExactlyOnce      bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
-	BurstMaxDuration time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up)"`
-	BurstMaxRecords  int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
-	EventMode        string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
-	BurstEventTypes  []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
-	LogLevel         string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`
-	LogFormat        string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
-	Port             int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
-	ConfigFile       string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow             string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
+	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
+	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up)"`
+	BurstMaxRecords       int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
+	EventMode             string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
+	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
+	BurstGroup            string        `envconfig:"MM2_BURST_GROUP" mm2:"burst.group" desc:"source consumer group that splits partitions between concurrent mirror runs (used for assignment only, never for offsets; empty: this run takes every partition)"`
+	CheckpointTranslation string        `envconfig:"MM2_CHECKPOINT_TRANSLATION" mm2:"checkpoint.translation" default:"mm2" desc:"mm2: MM2's offset translation (checkpoints identical to MM2's); precise: closest recent sync, fewer re-reads after failover"`
+	EventKeyType          string        `envconfig:"MM2_EVENT_KEY_TYPE" mm2:"event.key.type" default:"string" desc:"payload mode: the KafkaSource's key-type label (string, int, float or byte-array)"`
+	LogLevel              string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`
+	LogFormat             string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
+	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
+	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
 }

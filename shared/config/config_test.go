@@ -129,7 +129,7 @@ func TestDefaults(t *testing.T) {
 		SyncTopicConfigsEnabled: true, RefreshTopicsEnabled: true,
 		OffsetStorageTopic: "mm2-offsets.source.internal", OffsetStoragePartitions: 25, OffsetStorageReplicationFactor: 3,
 		EmitHeartbeatsEnabled: true, HeartbeatsReplicationEnabled: true, ReverseHeartbeatsEnabled: true,
-		ExactlyOnce: false, BurstMaxDuration: 0, BurstMaxRecords: 0, EventMode: "fetch",
+		ExactlyOnce: false, BurstMaxDuration: 0, BurstMaxRecords: 0, EventMode: "fetch", EventKeyType: "string", CheckpointTranslation: "mm2",
 		LogLevel: "info", LogFormat: "auto", Port: 8080,
 	}
 	clusterDefaults := cluster.Settings{
@@ -553,5 +553,24 @@ func TestMissingProviderKeyLeftUnchanged(t *testing.T) {
 	want := fmt.Sprintf(`MM2_TARGET_BOOTSTRAP_SERVERS (target.bootstrap.servers): "${file:%s/access.properties:TGT_BROKERS}" contains an unresolved config provider reference`, dir)
 	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "MM2_SOURCE_BOOTSTRAP_SERVERS") {
 		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}
+
+func TestEnvNamesMatchUsage(t *testing.T) {
+	var b strings.Builder
+	if err := Usage(&b); err != nil {
+		t.Fatal(err)
+	}
+	names := EnvNames()
+	if len(names) < 40 {
+		t.Fatalf("EnvNames lists %d settings, want every setting", len(names))
+	}
+	for _, n := range append(names, "MM2_EVENT_KEY_TYPE", "MM2_SOURCE_BOOTSTRAP_SERVERS") {
+		if !strings.Contains(b.String(), n) {
+			t.Errorf("%s is in EnvNames but not in Usage", n)
+		}
+	}
+	if !slices.Contains(names, "MM2_EVENT_KEY_TYPE") {
+		t.Error("EnvNames lacks MM2_EVENT_KEY_TYPE")
 	}
 }

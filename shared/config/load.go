@@ -220,6 +220,8 @@ func (c *Config) validate() []*cluster.SettingError {
 	}
 	enum("MM2_OFFSET_SYNCS_TOPIC_LOCATION", "offset-syncs.topic.location", &c.OffsetSyncsTopicLocation, "source", "target")
 	enum("MM2_EVENT_MODE", "event.mode", &c.EventMode, "fetch", "payload")
+	enum("MM2_CHECKPOINT_TRANSLATION", "checkpoint.translation", &c.CheckpointTranslation, "mm2", "precise")
+	enum("MM2_EVENT_KEY_TYPE", "event.key.type", &c.EventKeyType, "string", "int", "float", "byte-array")
 	if strings.EqualFold(c.LogLevel, "warning") {
 		c.LogLevel = "warn"
 	}
@@ -293,6 +295,18 @@ aliases. Secrets are never logged.
     {{.Tags.Get "desc"}}{{with default .Key}}
     default: {{.}}{{end}}
 {{end}}`
+
+// EnvNames lists the environment variable of every setting, in the order Usage prints them.
+// Deployment manifests are checked against it, so a renamed setting breaks the build rather
+// than a deployment.
+func EnvNames() []string {
+	settings := settingsOf(&Config{})
+	names := make([]string, 0, len(settings))
+	for _, s := range settings {
+		names = append(names, s.env)
+	}
+	return names
+}
 
 // Usage writes every setting (variable, MM2 property, default, description)
 // to w, for -h.

@@ -10,23 +10,13 @@ import (
 	"github.com/mm2go/mm2go/shared/serve"
 )
 
-// EnvKeyType is the KafkaSource key-type label's value (payload mode), read from the
-// environment until shared/config carries it.
-const EnvKeyType = "MM2_EVENT_KEY_TYPE"
-
 // ServeCommand is `mirror serve`: the mirror function driven by KafkaSource record events and
 // burst triggers (MM2_EVENT_MODE, MM2_BURST_EVENT_TYPES, MM2_EVENT_KEY_TYPE, PORT).
 func ServeCommand(ctx context.Context, env cli.Env) error {
 	cfg := env.Config
-	kt := KeyString
-	if env.LookupEnv != nil {
-		if v, ok := env.LookupEnv(EnvKeyType); ok {
-			k, err := ParseKeyType(v)
-			if err != nil {
-				return &cli.ConfigError{Err: err}
-			}
-			kt = k
-		}
+	kt, err := ParseKeyType(cfg.EventKeyType)
+	if err != nil {
+		return &cli.ConfigError{Err: err}
 	}
 	if Mode(cfg.EventMode) == ModePayload && cfg.ExactlyOnce {
 		// Payload writes are plain produces; next to the engine's transactional copies they

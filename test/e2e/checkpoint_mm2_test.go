@@ -54,10 +54,9 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	testkit.Produce(t, c.Source.Bootstrap, src...)
 
 	groupMM2, groupGo := testkit.Name(t, "g-mm2"), testkit.Name(t, "g-go")
-	// MM2 takes worker settings from the target cluster's prefix: a top-level
-	// offset.flush.interval.ms is ignored, and MM2 sends the newest offset sync of a partition
-	// only at an offset flush (60 s by default).
-	props := MM2Properties(c, topic) + "target.offset.flush.interval.ms = 1000\nsource->target.groups = " + groupMM2 + "\n"
+	// MM2 sends the newest offset sync of a partition only at an offset flush (MM2Properties
+	// sets the flush interval to 1 s).
+	props := MM2Properties(c, topic) + "source->target.groups = " + groupMM2 + "\n"
 	name := testkit.StartMM2(t, props)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -253,7 +252,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	goRecords := recordsOf(groupGo)
 	probe := testkit.Name(t, "g-probe")
 	commitGroup(t, c.Source.Bootstrap, probe, topic, map[int32]int64{0: 100}, "")
-	name = testkit.StartMM2(t, MM2Properties(c, topic)+"target.offset.flush.interval.ms = 1000\nsource->target.groups = "+groupMM2+","+groupGo+","+probe+"\n")
+	name = testkit.StartMM2(t, MM2Properties(c, topic)+"source->target.groups = "+groupMM2+","+groupGo+","+probe+"\n")
 	for _, at := range []int64{100, perPartition} {
 		if at != 100 {
 			commitGroup(t, c.Source.Bootstrap, probe, topic, map[int32]int64{0: at}, "")

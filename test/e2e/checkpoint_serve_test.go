@@ -152,7 +152,7 @@ func TestCheckpointAndHeartbeatServe(t *testing.T) {
 			"MM2_SOURCE_BOOTSTRAP_SERVERS": c.Source.Bootstrap, "MM2_TARGET_BOOTSTRAP_SERVERS": target,
 			"MM2_GROUPS": group, "MM2_TOPICS": topic,
 			"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR": "1", "MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR": "1",
-			checkpoint.EnvTranslation: "precise",
+			"MM2_CHECKPOINT_TRANSLATION": "precise",
 		}
 	}
 	cpBin, hbBin := buildFunction(t, "checkpoint"), buildFunction(t, "heartbeat")

@@ -11,7 +11,8 @@ import (
 
 // MM2Properties returns a dedicated-mode MirrorMaker 2 configuration that replicates the given
 // topics (a regex list) from the harness's source cluster to its target, tuned for tests:
-// replication factors of 1 and short refresh intervals (MM2's default is 10 minutes).
+// replication factors of 1, short refresh intervals (MM2's default is 10 minutes) and a 1 s
+// offset flush (a worker setting: MM2 reads it only under the target cluster's prefix).
 func MM2Properties(c testkit.Clusters, topics ...string) string {
 	return fmt.Sprintf(`clusters = source, target
 source.bootstrap.servers = %s
@@ -30,7 +31,7 @@ refresh.topics.interval.seconds = 2
 refresh.groups.interval.seconds = 2
 emit.checkpoints.interval.seconds = 2
 emit.heartbeats.interval.seconds = 1
-offset.flush.interval.ms = 1000
+target.offset.flush.interval.ms = 1000
 sync.topic.acls.enabled = false
 `, c.Source.Bootstrap, c.Target.Bootstrap, strings.Join(topics, ","))
 }
