@@ -55,7 +55,7 @@ var azureAuthModes = []string{AzureAuthOff, AzureAuthDefault, AzureAuthManagedId
 // MM2_<CLUSTER>_AZURE_* (see Settings.Azure).
 type AzureConfig struct {
 	// Auth is one of the AzureAuth* modes; empty means off.
-	Auth string `envconfig:"AUTH" mm2:"auth" default:"off" desc:"Azure AD (Entra ID) sign-in: off, default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli; implies SASL_SSL + OAUTHBEARER"`
+	Auth string `envconfig:"AUTH" mm2:"auth" defaultdoc:"off" desc:"Azure AD (Entra ID) sign-in: off, default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli; implies SASL_SSL + OAUTHBEARER"`
 	// ClientID is the application (client) ID of a service principal or a
 	// workload identity, or the client ID (or resource ID, starting with
 	// /subscriptions/) of a user-assigned managed identity. Empty: the
@@ -94,10 +94,7 @@ func (a *AzureConfig) Enabled() bool {
 // Problems never quote secret values.
 func (a *AzureConfig) normalize(bad func(key, format string, args ...any)) {
 	a.Auth = strings.ToLower(strings.TrimSpace(a.Auth))
-	if a.Auth == "" {
-		a.Auth = AzureAuthOff
-	}
-	known := false
+	known := a.Auth == ""
 	for _, m := range azureAuthModes {
 		known = known || a.Auth == m
 	}
@@ -561,4 +558,34 @@ func (e *AzureTokenError) Error() string {
 	}
 	return fmt.Sprintf("cluster %q: getting an Azure AD token with %s%s for scope %s failed: %s",
 		e.Cluster, e.Credential, d, e.Scope, e.Reason)
+}
+
+// normalizeAzure checks the Azure AD and Event Hubs profile settings of s
+// and, with Azure AD on, sets SASL_SSL and OAUTHBEARER. Settings.Normalize
+// calls it after the connection-string rules and before the protocol ones.
+func (s *Settings) normalizeAzure(hasSASLCreds bool, bad func(key, format string, args ...any)) {
+	s.Azure.normalize(bad)
+	s.EventHubs.normalize(bad)
+	if !s.Azure.Enabled() {
+		return
+	}
+	if s.EventHubsConnectionString.IsSet() {
+		bad("azure.auth", "set either azure.auth (Azure AD) or eventhubs.connection.string (SAS), not both")
+		return
+	}
+	if hasSASLCreds {
+		bad("azure.auth", "Azure AD sign-in takes no SASL user, password or JAAS config: remove sasl.username, sasl.password and sasl.jaas.config")
+	}
+	if s.SASLMechanism != "" && s.SASLMechanism != MechanismOAuthBearer {
+		bad("sasl.mechanism", "must be OAUTHBEARER or empty with azure.auth=%s", s.Azure.Auth)
+	}
+	if s.SecurityProtocol != "" && s.SecurityProtocol != ProtocolSASLSSL {
+		bad("security.protocol", "must be SASL_SSL or empty with azure.auth=%s (tokens are only sent over TLS)", s.Azure.Auth)
+	}
+	s.SecurityProtocol, s.SASLMechanism = ProtocolSASLSSL, MechanismOAuthBearer
+	if len(s.BootstrapServers) > 0 {
+		if _, err := AzureScope(s.Azure.Scope, s.BootstrapServers); err != nil {
+			bad("azure.scope", "%v", err)
+		}
+	}
 }

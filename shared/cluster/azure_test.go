@@ -316,3 +316,83 @@ func TestAzureRealCredentialsAgainstFakeEntra(t *testing.T) {
 		})
 	}
 }
+
+func TestSettingsAzure(t *testing.T) {
+	ns := []string{"ns.servicebus.windows.net:9093"}
+	cs := secret.New("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0")
+	for _, test := range []struct {
+		name string
+		s    Settings
+		want []string // problems (substrings); none: valid, SASL_SSL + OAUTHBEARER
+	}{
+		{name: "managed identity", s: Settings{BootstrapServers: ns, Azure: AzureConfig{Auth: "managed-identity"}}},
+		{name: "explicit protocol and mechanism", s: Settings{BootstrapServers: ns, SecurityProtocol: "sasl_ssl", SASLMechanism: "oauthbearer", Azure: AzureConfig{Auth: "default"}}},
+		{name: "with connection string", s: Settings{EventHubsConnectionString: cs, Azure: AzureConfig{Auth: "default"}},
+			want: []string{"MM2_TARGET_AZURE_AUTH (target.azure.auth): set either azure.auth (Azure AD) or eventhubs.connection.string (SAS), not both"}},
+		{name: "with SASL password", s: Settings{BootstrapServers: ns, SASLUsername: "u", SASLPassword: secret.New("pw-secret"), Azure: AzureConfig{Auth: "default"}},
+			want: []string{"MM2_TARGET_AZURE_AUTH (target.azure.auth): Azure AD sign-in takes no SASL user"}},
+		{name: "without TLS", s: Settings{BootstrapServers: ns, SecurityProtocol: "SASL_PLAINTEXT", Azure: AzureConfig{Auth: "default"}},
+			want: []string{"MM2_TARGET_SECURITY_PROTOCOL (target.security.protocol): must be SASL_SSL or empty"}},
+		{name: "plain mechanism", s: Settings{BootstrapServers: ns, SASLMechanism: "PLAIN", Azure: AzureConfig{Auth: "default"}},
+			want: []string{"MM2_TARGET_SASL_MECHANISM (target.sasl.mechanism): must be OAUTHBEARER or empty"}},
+		{name: "ip bootstrap without scope", s: Settings{BootstrapServers: []string{"10.1.2.3:9093"}, Azure: AzureConfig{Auth: "default"}},
+			want: []string{"MM2_TARGET_AZURE_SCOPE (target.azure.scope): cannot derive the Azure AD token scope"}},
+		{name: "oauthbearer without azure", s: Settings{BootstrapServers: ns, SecurityProtocol: "SASL_SSL", SASLMechanism: "OAUTHBEARER"},
+			want: []string{"MM2_TARGET_SASL_MECHANISM (target.sasl.mechanism): OAUTHBEARER needs a token source: set azure.auth"}},
+		{name: "bad profile", s: Settings{BootstrapServers: ns, EventHubs: ProfileConfig{Mode: "maybe"}},
+			want: []string{"MM2_TARGET_EVENTHUBS_PROFILE (target.eventhubs.profile): unknown value \"maybe\""}},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			s := test.s
+			s.ConsumerAutoOffsetReset, s.ConsumerIsolationLevel, s.ProducerCompressionType = "earliest", "read_uncommitted", "none"
+			s.SSLEndpointIdentificationAlgorithm = "https"
+			errs := s.Normalize("MM2_TARGET_", "target.")
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if len(test.want) == 0 {
+				if len(errs) > 0 || s.SecurityProtocol != ProtocolSASLSSL || s.SASLMechanism != MechanismOAuthBearer {
+					t.Fatalf("problems %q, protocol %s, mechanism %s; want none, SASL_SSL, OAUTHBEARER", got, s.SecurityProtocol, s.SASLMechanism)
+				}
+				if again := s.Normalize("MM2_TARGET_", "target."); len(again) > 0 {
+					t.Fatalf("Normalize is not idempotent: %v", again)
+				}
+				return
+			}
+			for _, w := range test.want {
+				found := false
+				for _, g := range got {
+					found = found || strings.Contains(g, w)
+				}
+				if !found {
+					t.Errorf("no problem contains %q; got %q", w, got)
+				}
+			}
+			for _, g := range got {
+				if strings.Contains(g, "pw-secret") || strings.Contains(g, "c2VjcmV0") {
+					t.Errorf("problem reveals a secret: %q", g)
+				}
+			}
+		})
+	}
+}
+
+func TestSettingsAzureOptions(t *testing.T) {
+	s := Settings{Alias: "target", BootstrapServers: []string{"ns.servicebus.windows.net:9093"},
+		Azure: AzureConfig{Auth: AzureAuthClientSecret, TenantID: "t", ClientID: "c", ClientSecret: secret.New("the-secret-value")}}
+	if _, err := Options(s, nil); err != nil {
+		t.Fatalf("Options with Azure AD: %v", err)
+	}
+	p, err := SettingsProfile(s)
+	if err != nil || !p.EventHubs {
+		t.Fatalf("profile of a servicebus host: %+v, %v", p, err)
+	}
+	s.Azure.ClientCertificatePath = "/nonexistent/cert.pem"
+	s.Azure.Auth = AzureAuthClientCertificate
+	s.Azure.ClientSecret = secret.Secret{}
+	_, err = Options(s, nil)
+	if err == nil || !strings.Contains(err.Error(), "MM2_TARGET_AZURE_AUTH") || !strings.Contains(err.Error(), "/nonexistent/cert.pem") {
+		t.Fatalf("missing certificate: err = %v, want it to name the setting and the file", err)
+	}
+}

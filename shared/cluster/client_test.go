@@ -72,7 +72,7 @@ func TestOptionsInvalidCombinations(t *testing.T) {
 		{name: "credentials without sasl protocol", s: Settings{BootstrapServers: seeds, SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "SASL credentials are set"}},
 		{name: "password missing", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "SCRAM-SHA-256", SASLUsername: "u"}, want: []string{"MM2_SOURCE_SASL_PASSWORD", "required"}},
 		{name: "gssapi", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", `"GSSAPI"`}},
-		{name: "oauthbearer not yet", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "OAUTHBEARER"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "OAUTHBEARER is not implemented yet"}},
+		{name: "oauthbearer not yet", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "OAUTHBEARER"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "OAUTHBEARER needs a token source: set azure.auth"}},
 		{name: "unknown protocol", s: Settings{BootstrapServers: seeds, SecurityProtocol: "TLS"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", `"TLS"`}},
 		{name: "event hubs and sasl credentials", s: Settings{EventHubsConnectionString: secret.New(cs), SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_EVENTHUBS_CONNECTION_STRING", "not both"}},
 		{name: "event hubs over plaintext", s: Settings{EventHubsConnectionString: secret.New(cs), SecurityProtocol: "PLAINTEXT"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "must be SASL_SSL"}},

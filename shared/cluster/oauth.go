@@ -13,6 +13,13 @@ import (
 // return the mechanism of NewAzureTokens(s.Alias, s.Azure, s.BootstrapServers,
 // logger).Mechanism(). Return errors as propErr("<mm2 property>", err) so
 // that they name the setting's environment variable.
-func oauthBearerMechanism(_ Settings, _ *slog.Logger) (sasl.Mechanism, error) {
-	return nil, propErr("sasl.mechanism", fmt.Errorf("%s is not implemented yet", MechanismOAuthBearer))
+func oauthBearerMechanism(s Settings, logger *slog.Logger) (sasl.Mechanism, error) {
+	if !s.Azure.Enabled() {
+		return nil, propErr("azure.auth", fmt.Errorf("%s needs a token source: set azure.auth", MechanismOAuthBearer))
+	}
+	t, err := NewAzureTokens(s.Alias, s.Azure, s.BootstrapServers, logger)
+	if err != nil {
+		return nil, propErr("azure.auth", err)
+	}
+	return t.Mechanism(), nil
 }

@@ -65,13 +65,13 @@ var tiers = map[string]tierLimits{
 // (MM2_<CLUSTER>_EVENTHUBS_*). Zero values mean the defaults.
 type ProfileConfig struct {
 	// Mode is auto (default), on or off.
-	Mode string `envconfig:"PROFILE" mm2:"profile" default:"auto" desc:"Event Hubs profile: auto (on for *.servicebus.* hosts and connection strings), on or off"`
+	Mode string `envconfig:"PROFILE" mm2:"profile" defaultdoc:"auto" desc:"Event Hubs profile: auto (on for *.servicebus.* hosts and connection strings), on or off"`
 	// Tier is standard (default), premium or dedicated.
-	Tier string `envconfig:"TIER" mm2:"tier" default:"standard" desc:"Event Hubs tier for the profile's limits: standard, premium or dedicated"`
+	Tier string `envconfig:"TIER" mm2:"tier" defaultdoc:"standard" desc:"Event Hubs tier for the profile's limits: standard, premium or dedicated"`
 	// MaxTopics overrides the tier's event hubs per namespace; 0: the tier's.
-	MaxTopics int `envconfig:"MAX_TOPICS" mm2:"max.topics" default:"0" desc:"event hubs (topics) the namespace allows (0: the tier's: 10, 100 per PU, 1000)"`
+	MaxTopics int `envconfig:"MAX_TOPICS" mm2:"max.topics" defaultdoc:"0" desc:"event hubs (topics) the namespace allows (0: the tier's: 10, 100 per PU, 1000)"`
 	// MaxPartitions overrides the tier's partitions per event hub; 0: the tier's.
-	MaxPartitions int `envconfig:"MAX_PARTITIONS" mm2:"max.partitions" default:"0" desc:"partitions per event hub (0: the tier's: 32, 100, 1024)"`
+	MaxPartitions int `envconfig:"MAX_PARTITIONS" mm2:"max.partitions" defaultdoc:"0" desc:"partitions per event hub (0: the tier's: 32, 100, 1024)"`
 	// Compaction says whether internal topics are created compacted:
 	// "true", "false", or empty for the tier's default.
 	Compaction string `envconfig:"COMPACTION" mm2:"compaction" defaultdoc:"false on standard, true on premium/dedicated" desc:"create internal topics compacted: true or false"`
@@ -80,17 +80,12 @@ type ProfileConfig struct {
 func (pc *ProfileConfig) normalize(bad func(key, format string, args ...any)) {
 	pc.Mode = strings.ToLower(strings.TrimSpace(pc.Mode))
 	switch pc.Mode {
-	case "":
-		pc.Mode = ProfileAuto
-	case ProfileAuto, ProfileOn, ProfileOff:
+	case "", ProfileAuto, ProfileOn, ProfileOff:
 	default:
 		bad("eventhubs.profile", "unknown value %q (want auto, on or off)", pc.Mode)
 	}
 	pc.Tier = strings.ToLower(strings.TrimSpace(pc.Tier))
-	if pc.Tier == "" {
-		pc.Tier = TierStandard
-	}
-	if _, ok := tiers[pc.Tier]; !ok {
+	if _, ok := tiers[pc.Tier]; !ok && pc.Tier != "" {
 		bad("eventhubs.tier", "unknown value %q (want standard, premium or dedicated)", pc.Tier)
 	}
 	if pc.MaxTopics < 0 {
@@ -165,10 +160,13 @@ func NewProfile(alias string, pc ProfileConfig, bootstrap []string, connectionSt
 		return Profile{}, fmt.Errorf("cluster %q: %s", alias, strings.Join(errs, "; "))
 	}
 	p := Profile{Cluster: alias, SyncConfigs: true, SyncACLs: true, CompactInternalTopics: true, envPrefix: env}
+	if pc.Tier == "" {
+		pc.Tier = TierStandard
+	}
 	switch pc.Mode {
 	case ProfileOn:
 		p.EventHubs, p.Reason = true, "eventhubs.profile=on"
-	case ProfileAuto:
+	case ProfileAuto, "":
 		if connectionString {
 			p.EventHubs, p.Reason = true, "Event Hubs connection string"
 		}
@@ -356,5 +354,5 @@ func SettingsProfile(s Settings) (Profile, error) {
 	if err != nil {
 		return Profile{}, err
 	}
-	return NewProfile(s.Alias, ProfileConfig{}, bootstrap, s.EventHubsConnectionString.IsSet(), s.ProducerCompressionType)
+	return NewProfile(s.Alias, s.EventHubs, bootstrap, s.EventHubsConnectionString.IsSet(), s.ProducerCompressionType)
 }

@@ -60,8 +60,17 @@ type Settings struct {
 	// BootstrapServers is empty, <namespace host>:9093.
 	EventHubsConnectionString secret.Secret `envconfig:"EVENTHUBS_CONNECTION_STRING" mm2:"eventhubs.connection.string" desc:"Azure Event Hubs connection string; implies SASL_SSL/PLAIN (secret)"`
 
-	// Azure AD (OAUTHBEARER with a managed identity or workload identity)
-	// fields will be added here.
+	// --- Azure AD and Event Hubs profile (azure.go, profile.go) ---
+
+	// Azure is Azure AD (Microsoft Entra ID) sign-in, MM2_<CLUSTER>_AZURE_*
+	// (<alias>.azure.*): SASL OAUTHBEARER over TLS with azidentity tokens.
+	// It excludes EventHubsConnectionString and SASL credentials.
+	Azure AzureConfig `envconfig:"AZURE" mm2:"azure"`
+	// EventHubs is the Event Hubs profile, MM2_<CLUSTER>_EVENTHUBS_*
+	// (<alias>.eventhubs.*): limits and behaviour for Event Hubs clusters.
+	EventHubs ProfileConfig `envconfig:"EVENTHUBS" mm2:"eventhubs"`
+
+	// --- end of the Azure block ---
 
 	// ClientID prefixes the client ids of this cluster's clients.
 	ClientID string `envconfig:"CLIENT_ID" mm2:"client.id" desc:"client.id prefix"`
@@ -177,6 +186,8 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 		}
 	}
 
+	s.normalizeAzure(hasSASLCreds, bad) // Azure AD: SASL_SSL + OAUTHBEARER (azure.go)
+
 	switch s.SecurityProtocol {
 	case "":
 		if hasSASLCreds {
@@ -207,8 +218,9 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 		case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 			s.checkCredentials(bad)
 		case MechanismOAuthBearer:
-			// Token sources (Azure AD) are configured by fields still to
-			// come; nothing to check yet.
+			if !s.Azure.Enabled() {
+				bad("sasl.mechanism", "OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli)")
+			}
 		case "":
 			bad("sasl.mechanism", "required with %s (Kafka's default GSSAPI is not supported): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SecurityProtocol)
 		default:
