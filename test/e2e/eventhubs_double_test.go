@@ -178,21 +178,29 @@ func TestEventHubsDoubleBurst(t *testing.T) {
 }
 
 // TestEventHubsDoubleProfileOff shows what the profile prevents, with the
-// profile forced off in the engine: topic creation stops midway at the
+// profile forced off (MM2_TARGET_EVENTHUBS_PROFILE=off): topic creation stops midway at the
 // namespace quota (leaving some topics behind) where the profile fails first
 // and creates nothing; and topic config sync calls an API Event Hubs lacks.
 func TestEventHubsDoubleProfileOff(t *testing.T) {
 	c := testkit.Require(t)
 
-	run := func(t *testing.T, cfg *config.Config, profileOff bool) error {
+	// run runs a burst with the profile as configured, or forced off with the
+	// user's setting MM2_TARGET_EVENTHUBS_PROFILE=off.
+	run := func(t *testing.T, env map[string]string, profileOff bool) error {
 		t.Helper()
+		if profileOff {
+			env["MM2_TARGET_EVENTHUBS_PROFILE"] = "off"
+		} else {
+			delete(env, "MM2_TARGET_EVENTHUBS_PROFILE")
+		}
+		cfg := loadConfig(t, env)
 		ctx := testkit.Context(t, 2*time.Minute)
 		o, err := engine.OptionsFromConfig(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if profileOff {
-			o.TargetProfile = cluster.Profile{}
+		if o.TargetProfile.EventHubs == profileOff {
+			t.Fatalf("profile off=%v but the engine's target profile is %+v", profileOff, o.TargetProfile)
 		}
 		e, err := engine.New(ctx, o, engine.Dialer(cfg, nil), nil)
 		if err != nil {
@@ -217,7 +225,7 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 		}
 		for _, off := range []bool{false, true} {
 			f := ehfake.New(t, ehfake.Config{Topics: existing})
-			err := run(t, loadConfig(t, ehEnv(c, f, strings.Join(topics, ","))), off)
+			err := run(t, ehEnv(c, f, strings.Join(topics, ",")), off)
 			if err == nil {
 				t.Fatalf("profile off=%v: burst over the namespace quota succeeded", off)
 			}
@@ -242,20 +250,20 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 		f := ehfake.New(t, ehfake.Config{})
 		topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-cfg"), 1, map[string]*string{"retention.ms": ptr("86400000")})
 		testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 5)...)
-		cfg := loadConfig(t, ehEnv(c, f, topic))
-		if err := run(t, cfg, true); err != nil {
+		env := ehEnv(c, f, topic)
+		if err := run(t, env, true); err != nil {
 			t.Fatalf("first burst: %v", err)
 		}
 		if _, err := testkit.Admin(t, c.Source.Bootstrap).AlterTopicConfigs(testkit.Context(t, 30*time.Second),
 			[]kadm.AlterConfig{{Name: "retention.ms", Value: ptr("3600000")}}, topic); err != nil {
 			t.Fatal(err)
 		}
-		err := run(t, cfg, true)
+		err := run(t, env, true)
 		if err == nil || !strings.Contains(err.Error(), "syncing configs") {
 			t.Fatalf("profile off, changed source config: err = %v; want the config sync to fail on Event Hubs", err)
 		}
 		t.Logf("profile off: %v", err)
-		if err := run(t, cfg, false); err != nil {
+		if err := run(t, env, false); err != nil {
 			t.Fatalf("profile on: %v", err)
 		}
 	})
