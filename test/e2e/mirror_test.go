@@ -92,6 +92,7 @@ func killAfter(t *testing.T, c testkit.Clusters, env []string, remote string, n 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	ctx := testkit.Context(t, 2*time.Minute)
@@ -105,7 +106,7 @@ func killAfter(t *testing.T, c testkit.Clusters, env []string, remote string, n 
 		if got := EndOffsetsSum(ctx, c.Target.Bootstrap, remote); got >= n {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-exited
-			t.Logf("SIGKILL with %d offsets on the target", got)
+			t.Logf("SIGKILL with %d offsets on the target, %s after start", got, time.Since(began).Round(time.Millisecond))
 			return
 		}
 		if ctx.Err() != nil {
@@ -121,11 +122,11 @@ func TestMirrorSIGKILL(t *testing.T) {
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
 			c := testkit.Require(t)
-			const n = 400000
+			const n = 600000
 			topic := bigTopic(t, c, 4, n, 100)
 			remote := "source." + topic
 			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", eos))
-			for _, at := range []int64{20000, 200000, 350000} {
+			for _, at := range []int64{50000, 250000, 450000} {
 				killAfter(t, c, env, remote, at)
 			}
 			if r := RunMirror(t, env); r.Code != 0 {
@@ -148,6 +149,9 @@ func TestMirrorSIGKILL(t *testing.T) {
 			if eos && dups != 0 {
 				t.Errorf("exactly-once: %d records committed more than once", dups)
 			}
+			// At-least-once re-copies what was copied after the last stored position (stored
+			// every 500ms): fast runs killed early may re-copy everything, so duplicates are
+			// only reported here; resuming is asserted by TestMirrorSIGTERM and the engine tests.
 			// Order within each partition is kept (duplicates aside): keys grow.
 			last := map[int32]int{}
 			for _, r := range got {
