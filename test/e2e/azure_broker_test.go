@@ -2,14 +2,20 @@ package e2e
 
 import (
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/entrafake"
@@ -84,7 +90,6 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 		Name:      "azoauth" + hex.EncodeToString(b),
 		Plain:     fmt.Sprintf("127.0.0.1:%d", base),
 		OAuth:     fmt.Sprintf("127.0.0.1:%d", base+3),
-		CA:        c.CA,
 		Audience:  entrafake.Audience(ehNamespace),
 		JWKSFile:  fake.JWKSFile,
 		Issuer:    fake.Issuer,
@@ -93,6 +98,10 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 	if ob.KafkaHome == "" {
 		ob.KafkaHome = filepath.Join(testkit.RepoRoot(t), "test", "kafka", "state")
 	}
+	// The listener's certificate is made here, not taken from the harness,
+	// so that broker and clients always agree on the CA.
+	keystore, ca := listenerCert(t)
+	ob.CA = ca
 	jwksURL := "file:" + fake.JWKSFile
 	const validator = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
 	props := []string{
@@ -112,7 +121,7 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 		"listener.name.oauth.sasl.oauthbearer.jwt.validator.class=" + validator,
 		"sasl.oauthbearer.jwt.validator.class=" + validator,
 		"listener.name.oauth.ssl.keystore.type=PEM",
-		"listener.name.oauth.ssl.keystore.location=" + filepath.Join(ob.KafkaHome, "certs", "server.pem"),
+		"listener.name.oauth.ssl.keystore.location=" + keystore,
 		"auto.create.topics.enable=false",
 	}
 	args := append([]string{"start", ob.Name, fmt.Sprint(base)}, props...)
@@ -170,4 +179,50 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// listenerCert writes a test CA and a 127.0.0.1/localhost server certificate
+// for the broker's OAUTH listener: the keystore PEM (PKCS#8 key, then the
+// chain, as Kafka's PEM keystore wants) and the CA PEM for clients.
+func listenerCert(t *testing.T) (keystore, caFile string) {
+	t.Helper()
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mm2go azure e2e CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keystore, caFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "ca.pem")
+	ks := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	ks = append(ks, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
+	if err := os.WriteFile(keystore, ks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keystore, caFile
 }
