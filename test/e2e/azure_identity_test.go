@@ -9,41 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/entrafake"
 )
-
-var (
-	azMirrorOnce sync.Once
-	azMirrorPath string
-	azMirrorErr  error
-)
-
-// azureMirrorBinary builds functions/mirror once per test process.
-func azureMirrorBinary(t *testing.T) string {
-	t.Helper()
-	azMirrorOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mm2go-azure-e2e-")
-		if err != nil {
-			azMirrorErr = err
-			return
-		}
-		azMirrorPath = filepath.Join(dir, "mirror")
-		cmd := exec.Command("go", "build", "-o", azMirrorPath, "./functions/mirror")
-		cmd.Dir = testkit.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			azMirrorErr = errors.New(string(out) + err.Error())
-		}
-	})
-	if azMirrorErr != nil {
-		t.Fatalf("building functions/mirror: %v", azMirrorErr)
-	}
-	return azMirrorPath
-}
 
 // mirrorRun is one `mirror run` process's outcome.
 type mirrorRun struct {
@@ -64,7 +35,7 @@ func runMirrorEnv(t *testing.T, env ...string) mirrorRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, azureMirrorBinary(t), "run")
+	cmd := exec.CommandContext(ctx, MirrorBinary(t), "run")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MM2_LOG_FORMAT=json"}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
