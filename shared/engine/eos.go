@@ -16,7 +16,7 @@ import (
 // consumer), and the largest chunk committed in one transaction.
 const (
 	eosWorkers            = 8
-	eosMaxChunkBytes      = 8 << 20
+	eosMaxChunkBytes      = 4 << 20
 	eosTransactionTimeout = time.Minute
 )
 
