@@ -19,7 +19,6 @@ import (
 // Settings read from the environment that shared/config does not carry (yet), and names used
 // in messages.
 const (
-	EnvBurstGroup      = "MM2_BURST_GROUP"
 	EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
 )
 
@@ -108,10 +107,7 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer e.Close()
-	bo := BurstOptions{MaxDuration: env.Config.BurstMaxDuration, MaxRecords: env.Config.BurstMaxRecords}
-	if env.LookupEnv != nil {
-		bo.Group, _ = env.LookupEnv(EnvBurstGroup)
-	}
+	bo := BurstOptions{MaxDuration: env.Config.BurstMaxDuration, MaxRecords: env.Config.BurstMaxRecords, Group: env.Config.BurstGroup}
 	if env.Progress != nil {
 		bo.Progress = func(p Progress) {
 			rate := float64(p.Records) / max(p.Elapsed.Seconds(), 0.001)
