@@ -16,11 +16,8 @@ import (
 	"github.com/mm2go/mm2go/shared/metrics"
 )
 
-// Settings read from the environment that shared/config does not carry (yet), and names used
-// in messages.
-const (
-	EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
-)
+// EnvAutoOffsetReset names the source consumer's auto.offset.reset setting in messages.
+const EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
 
 // Dialer returns the DialFunc building clients from the two clusters' settings.
 func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
