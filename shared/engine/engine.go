@@ -100,10 +100,10 @@ type Options struct {
 	TransactionalIDPrefix string
 
 	// MaxBufferedBytes bounds the bytes of records read but not yet acknowledged by the
-	// target; 0 means 16 MiB. Memory use does not grow with the backlog beyond this and the
+	// target; 0 means 4 MiB. Memory use does not grow with the backlog beyond this and the
 	// fetch buffers (FetchMaxBytes per source broker).
 	MaxBufferedBytes int
-	// FetchMaxBytes per fetch response; 0 means 8 MiB.
+	// FetchMaxBytes per fetch response; 0 means 2 MiB.
 	FetchMaxBytes int32
 	// ProducerLinger, if set, overrides how long the target producer waits to fill batches
 	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
@@ -171,10 +171,10 @@ func (o *Options) withDefaults() error {
 		o.TransactionalIDPrefix = "mm2go"
 	}
 	if o.MaxBufferedBytes <= 0 {
-		o.MaxBufferedBytes = 16 << 20
+		o.MaxBufferedBytes = 2 << 20
 	}
 	if o.FetchMaxBytes <= 0 {
-		o.FetchMaxBytes = 4 << 20
+		o.FetchMaxBytes = 1 << 20
 	}
 	return nil
 }

@@ -15,8 +15,8 @@ import (
 // Exactly-once tuning: partitions copied at once (each has its own transactional producer and
 // consumer), and the largest chunk committed in one transaction.
 const (
-	eosWorkers            = 8
-	eosMaxChunkBytes      = 4 << 20
+	eosWorkers            = 4
+	eosMaxChunkBytes      = 2 << 20
 	eosTransactionTimeout = time.Minute
 )
 

@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+func TestSetMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	if got := setMemoryLimit(env(map[string]string{"GOMEMLIMIT": "1GiB"})); got != -1 {
+		t.Errorf("with GOMEMLIMIT set: setMemoryLimit = %d, want -1 (runtime's own)", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != old {
+		t.Errorf("with GOMEMLIMIT set: limit changed to %d, want %d", got, old)
+	}
+	if got := setMemoryLimit(env(nil)); got != DefaultMemoryLimit {
+		t.Errorf("without GOMEMLIMIT: setMemoryLimit = %d, want %d", got, DefaultMemoryLimit)
+	}
+	if got := debug.SetMemoryLimit(-1); got != DefaultMemoryLimit {
+		t.Errorf("without GOMEMLIMIT: runtime limit = %d, want %d", got, DefaultMemoryLimit)
+	}
+}
