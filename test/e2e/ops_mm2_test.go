@@ -43,7 +43,8 @@ func TestOpsStatusAndVerifyRealMM2(t *testing.T) {
 		for p := int32(0); p < 2; p++ {
 			ps := partitionStatus(t, s, topic, p)
 			g := findGroup(s, group, p)
-			if ps.Position == nil || ps.Lag != 0 || ps.LastSync == nil || g == nil || g.Checkpoint == nil || g.Checkpoint.Upstream != committed[p] {
+			// TargetEnd is -1 until the status client's metadata knows MM2's new remote topic.
+			if ps.Position == nil || ps.Lag != 0 || ps.LastSync == nil || ps.TargetEnd < 0 || g == nil || g.Checkpoint == nil || g.Checkpoint.Upstream != committed[p] {
 				return false
 			}
 		}
