@@ -16,12 +16,14 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "== checks: gofmt, go vet"
+echo "== checks: gofmt, go vet, staticcheck"
 unformatted="$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)"
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+(cd deploy && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 
 echo "== starting Kafka clusters (first run downloads the jars with Maven)"
 "$kafka" install
