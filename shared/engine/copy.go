@@ -280,7 +280,7 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.KeepControlRecords(),
 		kgo.WithPools(&c.pool),
 		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 1<<20)),
+		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 256<<10)),
 		kgo.FetchMaxWait(250 * time.Millisecond),
 	}
 	if c.bo.Group == "" {

@@ -100,10 +100,11 @@ type Options struct {
 	TransactionalIDPrefix string
 
 	// MaxBufferedBytes bounds the bytes of records read but not yet acknowledged by the
-	// target; 0 means 4 MiB. Memory use does not grow with the backlog beyond this and the
+	// target; 0 means 2 MiB. Memory use does not grow with the backlog beyond this and the
 	// fetch buffers (FetchMaxBytes per source broker).
 	MaxBufferedBytes int
-	// FetchMaxBytes per fetch response; 0 means 2 MiB.
+	// FetchMaxBytes per fetch response; 0 means 512 KiB. Compressed batches count at their
+	// compressed size here, so a fetch may hold many times this once decompressed.
 	FetchMaxBytes int32
 	// ProducerLinger, if set, overrides how long the target producer waits to fill batches
 	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
@@ -174,7 +175,7 @@ func (o *Options) withDefaults() error {
 		o.MaxBufferedBytes = 2 << 20
 	}
 	if o.FetchMaxBytes <= 0 {
-		o.FetchMaxBytes = 1 << 20
+		o.FetchMaxBytes = 512 << 10
 	}
 	return nil
 }

@@ -13,10 +13,12 @@ import (
 )
 
 // Exactly-once tuning: partitions copied at once (each has its own transactional producer and
-// consumer), and the largest chunk committed in one transaction.
+// consumer), the record bytes that close a chunk committed in one transaction, and the
+// fetch size (compressed bytes) of each worker's consumer.
 const (
 	eosWorkers            = 4
 	eosMaxChunkBytes      = 2 << 20
+	eosFetchBytes         = 256 << 10
 	eosTransactionTimeout = time.Minute
 )
 
@@ -210,8 +212,8 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(w.start)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(eosMaxChunkBytes),
-		kgo.FetchMaxPartitionBytes(eosMaxChunkBytes),
+		kgo.FetchMaxBytes(eosFetchBytes),
+		kgo.FetchMaxPartitionBytes(eosFetchBytes),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	if err != nil {
@@ -220,6 +222,12 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	defer cons.Close()
 	next := w.start
 	idle := 0
+	// A chunk gathers records over several (small) fetches up to eosMaxChunkBytes of record
+	// bytes, so transactions stay large while the fetched (decompressed) data held at once
+	// stays small.
+	var chunk []*kgo.Record
+	var chunkBytes int64
+	last := int64(-1)
 	for next < w.end && stopCtx.Err() == nil {
 		pctx, cancel := context.WithTimeout(stopCtx, time.Second)
 		fs := cons.PollFetches(pctx)
@@ -233,34 +241,49 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 		if ferr != nil {
 			return res, ferr
 		}
-		var chunk []*kgo.Record
-		last := int64(-1)
 		full := false
+		polled := false
 		fs.EachRecord(func(rec *kgo.Record) {
-			if full || rec.Offset >= w.end || rec.Offset < next {
+			if full || rec.Offset >= w.end || rec.Offset < next || rec.Offset <= last {
 				return
 			}
+			polled = true
 			if !rec.Attrs.IsControl() {
 				if r.bo.MaxRecords > 0 && r.budget.Add(-1) < 0 {
 					full = true // the position must not pass a record left uncopied
 					return
 				}
 				chunk = append(chunk, rec)
+				chunkBytes += recordSize(rec)
 			}
 			last = rec.Offset
 		})
-		if last < 0 {
+		if !polled {
 			if stopCtx.Err() == nil && fs.NumRecords() == 0 {
-				if idle++; idle >= 5 {
-					break
-				}
+				idle++
 			}
-			if r.bo.MaxRecords > 0 && r.budget.Load() <= 0 {
-				break
-			}
-			continue
+		} else {
+			idle = 0
 		}
-		idle = 0
+		budgetLeft := r.bo.MaxRecords <= 0 || r.budget.Load() > 0
+		if last >= 0 && (chunkBytes >= eosMaxChunkBytes || last >= w.end-1 || full || !budgetLeft || !polled || stopCtx.Err() != nil) {
+			if err := r.commit(wctx, prod, w, chunk, last); err != nil {
+				return res, err
+			}
+			for _, rec := range chunk {
+				res.records++
+				res.bytes += recordSize(rec)
+			}
+			next = last + 1
+			res.lag = max(0, w.end-next)
+			chunk, chunkBytes, last = nil, 0, -1
+		}
+		if idle >= 5 || !budgetLeft || full {
+			break
+		}
+	}
+	if last >= 0 {
+		// Stopped mid-chunk: commit what was gathered.
 		if err := r.commit(wctx, prod, w, chunk, last); err != nil {
 			return res, err
 		}
@@ -268,11 +291,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			res.records++
 			res.bytes += recordSize(rec)
 		}
-		next = last + 1
-		res.lag = max(0, w.end-next)
-		if r.bo.MaxRecords > 0 && r.budget.Load() <= 0 {
-			break
-		}
+		res.lag = max(0, w.end-(last+1))
 	}
 	return res, nil
 }
