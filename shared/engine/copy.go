@@ -23,7 +23,7 @@ const maxBufferedRecords = 1 << 17
 // producer's promise goroutine acknowledges; mu guards the fields both touch.
 type partState struct {
 	w   *work
-	ctx context.Context // carries the state to the promise (record Context)
+	ctx context.Context // the burst's write context (produce, metrics)
 
 	mu        sync.Mutex
 	upstream  []int64 // FIFO of upstream offsets produced, not yet acknowledged
@@ -51,8 +51,6 @@ func (st *partState) position() int64 {
 	return st.lastAcked
 }
 
-type stateKey struct{}
-
 // copier is one at-least-once burst: a source consumer over all partitions with work, one
 // idempotent target producer (data and positions), and the offset-syncs emitter.
 type copier struct {
@@ -76,6 +74,10 @@ type copier struct {
 	prod    *kgo.Client // replicated records
 	posProd *kgo.Client // positions: not queued behind buffered records
 
+	// routes maps remote partitions to their states for the promise (copy on write).
+	routes  atomic.Pointer[map[remoteTP]*partState]
+	routeMu sync.Mutex
+
 	pool       fetchPool
 	inflight   atomic.Int64 // bytes produced, not yet acknowledged
 	space      chan struct{}
@@ -94,6 +96,7 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, sy
 		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
 		c.states = append(c.states, st)
 		c.byTP[w.tp] = st
+		c.route(st)
 	}
 	return c
 }
@@ -101,11 +104,12 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, sy
 // addWork registers a partition assigned during the burst (group mode) and returns its state.
 func (c *copier) addWork(w *work) *partState {
 	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
-	st.ctx = context.WithValue(c.writeCtx, stateKey{}, st)
+	st.ctx = c.writeCtx
 	c.posMu.Lock()
 	c.mu.Lock()
 	c.states = append(c.states, st)
 	c.byTP[w.tp] = st
+	c.route(st)
 	if w.start >= w.end {
 		st.done = true
 	} else {
@@ -140,7 +144,7 @@ func recordSize(r *kgo.Record) int64 {
 
 // promise is called by the producer, serially and in order per partition.
 func (c *copier) promise(r *kgo.Record, err error) {
-	st := r.Context.Value(stateKey{}).(*partState)
+	st := c.stateOf(r)
 	size := recordSize(r)
 	st.mu.Lock()
 	up := st.upstream[st.head]
@@ -219,7 +223,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	c.writeCtx = writeCtx
 	offs := map[string]map[int32]kgo.Offset{}
 	for _, st := range c.states {
-		st.ctx = context.WithValue(writeCtx, stateKey{}, st)
+		st.ctx = writeCtx
 		if st.w.start >= st.w.end {
 			st.done = true
 			continue
@@ -546,20 +550,51 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 			return false
 		}
 	}
+	c.track(st, r, size)
+	c.prod.Produce(st.ctx, r, c.promise)
+	return true
+}
+
+// track registers a fetched record about to be produced (in-flight bytes, the upstream offset
+// its acknowledgement will confirm) and turns it into the record to produce.
+func (c *copier) track(st *partState, r *kgo.Record, size int64) {
 	c.inflight.Add(size)
 	st.mu.Lock()
 	st.upstream = append(st.upstream, r.Offset)
 	st.lastSeen = r.Offset
 	st.mu.Unlock()
 	prepareCopy(r, st.w.remote)
-	if r.Context == nil {
-		r.Context = st.ctx
-	} else {
-		// Keep the fetch pool's context (Recycle needs it) and carry the state along.
-		r.Context = context.WithValue(r.Context, stateKey{}, st)
+	// r.Context stays the fetch pool's (Recycle needs it); the promise finds st by the
+	// record's remote partition, without a context allocated per record.
+}
+
+// remoteTP is a partition of a remote topic (a produced record's Topic and Partition).
+type remoteTP struct {
+	topic     string
+	partition int32
+}
+
+// route makes st the state the promise uses for records of its remote partition. A partition
+// re-assigned in group mode gets a new state only after the revocation flushed every record
+// produced for the old one.
+func (c *copier) route(st *partState) {
+	c.routeMu.Lock()
+	defer c.routeMu.Unlock()
+	old := c.routes.Load()
+	m := make(map[remoteTP]*partState, 1)
+	if old != nil {
+		m = make(map[remoteTP]*partState, len(*old)+1)
+		for k, v := range *old {
+			m[k] = v
+		}
 	}
-	c.prod.Produce(st.ctx, r, c.promise)
-	return true
+	m[remoteTP{st.w.remote, st.w.tp.Partition}] = st
+	c.routes.Store(&m)
+}
+
+// stateOf returns the state of a produced record's partition.
+func (c *copier) stateOf(r *kgo.Record) *partState {
+	return (*c.routes.Load())[remoteTP{r.Topic, r.Partition}]
 }
 
 // prepareCopy turns a fetched record into the record to produce: same key, value, headers

@@ -192,6 +192,9 @@ func DecodeOffsetValue(b []byte) (offset int64, err error) {
 	if b == nil || isJSONNull(b) {
 		return 0, fmt.Errorf("decoding connect offset value: %w", ErrTombstone)
 	}
+	if n, ok := compactOffsetValue(b); ok {
+		return n, nil
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return 0, fmt.Errorf("decoding connect offset value: not a JSON object: %w", err)
@@ -204,6 +207,31 @@ func DecodeOffsetValue(b []byte) (offset int64, err error) {
 		return 0, fmt.Errorf("decoding connect offset value: field %s: %w", fieldOffset, err)
 	}
 	return offset, nil
+}
+
+// compactOffsetValue parses the exact form OffsetValue and Connect's JsonConverter write,
+// {"offset":N}, without allocating; ok is false for anything else (the general decoder then
+// decides, with its errors).
+func compactOffsetValue(b []byte) (int64, bool) {
+	const prefix = `{"` + fieldOffset + `":`
+	if len(b) < len(prefix)+2 || string(b[:len(prefix)]) != prefix || b[len(b)-1] != '}' {
+		return 0, false
+	}
+	num := b[len(prefix) : len(b)-1]
+	digits := num
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false // not a JSON integer (or a leading zero)
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(num), 10, 64)
+	return n, err == nil
 }
 
 func isJSONNull(raw []byte) bool {
