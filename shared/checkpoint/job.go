@@ -15,21 +15,12 @@ import (
 
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // UnavailableError reports that a cluster of the flow could not be reached:
 // the round did nothing and should be retried later (serve answers 503).
-type UnavailableError struct {
-	Cluster string // "source" or "target"
-	Alias   string
-	Err     error
-}
-
-func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("%s cluster %q unavailable: %v", e.Cluster, e.Alias, e.Err)
-}
-
-func (e *UnavailableError) Unwrap() error { return e.Err }
+type UnavailableError = round.UnavailableError
 
 // Job runs checkpoint rounds for one flow. Its admin and producer clients are
 // kept between rounds; readers are created per round. A Job runs one round
@@ -43,7 +34,7 @@ type Job struct {
 	checkpointsTopic string
 	syncsTopic       string
 	syncsOnTarget    bool
-	running          chan struct{} // one round at a time (Handle)
+	gate             *round.Gate // one round at a time (Handle)
 
 	// Kept between rounds (serve mode), as a long-running MM2 task keeps
 	// them: the checkpoint and offset-sync stores and where reading their
@@ -91,7 +82,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		opts: opts, source: source, target: target, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
-		running:          make(chan struct{}, 1),
+		gate:             round.NewGate("checkpoint", opts.Metrics),
 	}
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
 		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true

@@ -1,14 +1,8 @@
 package checkpoint
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
@@ -60,20 +54,3 @@ func TestRenameTopic(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func TestTransient(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{fmt.Errorf("listing groups: %w", kerr.CoordinatorLoadInProgress), true},
-		{fmt.Errorf("fetch: %w", &net.OpError{Op: "dial", Err: errors.New("refused")}), true},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
-		{fmt.Errorf("creating topic: %w", kerr.TopicAuthorizationFailed), false},
-		{errors.New("encoding checkpoint: string too long"), false},
-	} {
-		if got := transient(tc.err); got != tc.want {
-			t.Errorf("transient(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}

@@ -2,24 +2,18 @@ package heartbeat
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/metrics"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/shared/serve"
 )
 
@@ -82,32 +76,10 @@ func clientFunc(s cluster.Settings, p cluster.Profile, logger *slog.Logger) Clie
 func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
 
 // Handle implements serve.Handler: any CloudEvent (a PingSource tick, a
-// cron's request) runs one round. The answer is 200 with the round's JSON
-// summary, 503 with a one-line reason when a cluster is unavailable (the
-// sender retries), 500 on any other failure.
+// cron's request) runs one round (see round.Handle for the answers).
+// Concurrent events wait for the running round.
 func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
-	select {
-	case j.running <- struct{}{}:
-		defer func() { <-j.running }()
-	case <-ctx.Done():
-		return serve.Text(http.StatusServiceUnavailable, "a heartbeat round is still running")
-	}
-	sum, err := j.Round(ctx)
-	if err != nil {
-		j.opts.Metrics.Error(ctx, metrics.ErrorKind(err))
-	}
-	var ue *UnavailableError
-	switch {
-	case err == nil:
-		return serve.JSON(http.StatusOK, sum)
-	case errors.As(err, &ue):
-		return serve.Text(http.StatusServiceUnavailable, "%v", err)
-	case ctx.Err() != nil:
-		return serve.Text(http.StatusServiceUnavailable, "heartbeat round interrupted: %v", err)
-	case transient(err):
-		return serve.Text(http.StatusServiceUnavailable, "heartbeat round failed, retry later: %v", err)
-	}
-	return serve.Text(http.StatusInternalServerError, "heartbeat round failed: %v", err)
+	return round.Handle(ctx, j.gate, j.Round)
 }
 
 // RunCommand is the `run` sub-command: one round, its summary logged and
@@ -118,15 +90,7 @@ func RunCommand(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer j.Close()
-	sum, err := j.Round(ctx)
-	if b, jerr := json.Marshal(sum); jerr == nil {
-		fmt.Fprintf(env.Stdout, "%s\n", b)
-	}
-	if err != nil {
-		env.Metrics.Error(ctx, metrics.ErrorKind(err))
-		return fmt.Errorf("heartbeat round: %w", err)
-	}
-	return nil
+	return round.Once(ctx, j.gate, env.Stdout, j.Round)
 }
 
 // ServeCommand is the `serve` sub-command: every CloudEvent runs one round
@@ -138,13 +102,4 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 	}
 	defer j.Close()
 	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}, env.Logger, j)
-}
-
-// transient reports failures worth retrying later (the answer is then 503):
-// the network, timeouts, and Kafka errors the protocol marks retriable
-// (leader moves, coordinator loading, ...).
-func transient(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || kerr.IsRetriable(err)
 }

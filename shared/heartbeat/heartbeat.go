@@ -32,6 +32,7 @@ import (
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // ClientFunc builds a franz-go client for one cluster with extra options;
@@ -106,17 +107,7 @@ func (o *Options) withDefaults() error {
 
 // UnavailableError reports that a cluster of the flow could not be reached:
 // the round did nothing and should be retried later (serve answers 503).
-type UnavailableError struct {
-	Cluster string // "source" or "target"
-	Alias   string
-	Err     error
-}
-
-func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("%s cluster %q unavailable: %v", e.Cluster, e.Alias, e.Err)
-}
-
-func (e *UnavailableError) Unwrap() error { return e.Err }
+type UnavailableError = round.UnavailableError
 
 // Summary reports one round, for logs and the JSON answer of serve.
 type Summary struct {
@@ -162,7 +153,7 @@ type Job struct {
 	target         ClientFunc
 	src, tgt       *kgo.Client
 	srcAdm, tgtAdm *kadm.Client
-	running        chan struct{} // one round at a time (Handle)
+	gate           *round.Gate // one round at a time (Handle)
 	// describe explains a connection error (cluster.ConnectError); nil
 	// leaves errors as they are.
 	describe func(cluster string, err error) error
@@ -195,7 +186,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	return &Job{
 		opts: opts, log: logger, target: target,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-		running: make(chan struct{}, 1),
+		gate: round.NewGate("heartbeat", opts.Metrics),
 	}, nil
 }
 

@@ -1,0 +1,98 @@
+// Package round runs the periodic jobs (checkpoint, heartbeat) the same way under their two
+// sub-commands: `run` does one round and prints its JSON summary; `serve` runs one round per
+// CloudEvent and answers with the summary, or with a status code that tells the sender whether
+// to retry.
+package round
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/mm2go/mm2go/shared/metrics"
+	"github.com/mm2go/mm2go/shared/serve"
+)
+
+// UnavailableError reports that a cluster of the flow could not be reached: the round did
+// nothing and should be retried later (serve answers 503).
+type UnavailableError struct {
+	Cluster string // "source" or "target"
+	Alias   string
+	Err     error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s cluster %q unavailable: %v", e.Cluster, e.Alias, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Transient reports failures worth retrying later (the answer is then 503): the network,
+// timeouts, and Kafka errors the protocol marks retriable (leader moves, coordinator loading).
+func Transient(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || kerr.IsRetriable(err)
+}
+
+// Gate lets one round run at a time: concurrent events wait for the running round.
+type Gate struct {
+	// Name is the job's name in answers and errors ("checkpoint", "heartbeat").
+	Name    string
+	Metrics *metrics.Recorder
+	running chan struct{}
+}
+
+// NewGate returns a Gate for the job called name; rec may be nil.
+func NewGate(name string, rec *metrics.Recorder) *Gate {
+	return &Gate{Name: name, Metrics: rec, running: make(chan struct{}, 1)}
+}
+
+// Handle runs round once and maps its outcome to an answer: 200 with the JSON summary; 503
+// with a one-line reason when a cluster is unavailable, the request ended or the failure is
+// transient (the sender retries); 500 otherwise.
+func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S, error)) protocol.Result {
+	select {
+	case g.running <- struct{}{}:
+		defer func() { <-g.running }()
+	case <-ctx.Done():
+		return serve.Text(http.StatusServiceUnavailable, "a %s round is still running", g.Name)
+	}
+	sum, err := round(ctx)
+	if err != nil {
+		g.Metrics.Error(ctx, metrics.ErrorKind(err))
+	}
+	var ue *UnavailableError
+	switch {
+	case err == nil:
+		return serve.JSON(http.StatusOK, sum)
+	case errors.As(err, &ue):
+		return serve.Text(http.StatusServiceUnavailable, "%v", err)
+	case ctx.Err() != nil:
+		return serve.Text(http.StatusServiceUnavailable, "%s round interrupted: %v", g.Name, err)
+	case Transient(err):
+		return serve.Text(http.StatusServiceUnavailable, "%s round failed, retry later: %v", g.Name, err)
+	}
+	return serve.Text(http.StatusInternalServerError, "%s round failed: %v", g.Name, err)
+}
+
+// Once is the `run` sub-command's body: one round, its summary written as JSON to stdout (also
+// when the round failed part-way), the error wrapped with the job's name.
+func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(context.Context) (S, error)) error {
+	sum, err := round(ctx)
+	if b, jerr := json.Marshal(sum); jerr == nil {
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if err != nil {
+		g.Metrics.Error(ctx, metrics.ErrorKind(err))
+		return fmt.Errorf("%s round: %w", g.Name, err)
+	}
+	return nil
+}
