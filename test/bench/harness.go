@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/test/testkit"
 )
 
 // harness runs the clusters and the contenders of one bench run.
@@ -258,24 +260,9 @@ poll:
 }
 
 func (h *harness) runMM2(ctx context.Context, w workload, topics []string) (contender, error) {
-	props := fmt.Sprintf(`clusters = source, target
-source.bootstrap.servers = %s
-target.bootstrap.servers = %s
-source->target.enabled = true
-source->target.topics = %s
-target->source.emit.heartbeats.enabled = false
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-offset.storage.replication.factor = 1
-config.storage.replication.factor = 1
-status.storage.replication.factor = 1
-refresh.topics.interval.seconds = 5
-refresh.groups.interval.seconds = 5
-sync.topic.acls.enabled = false
-tasks.max = 2
-`, h.source, h.target, strings.Join(topics, ","))
+	// The same settings as the interoperability tests, with two tasks: MM2's default of one
+	// task would be an unfair comparison on 8 partitions.
+	props := testkit.MM2Properties(h.source, h.target, topics...) + "tasks.max = 2\n"
 	dir := filepath.Join(h.home, "mm2-"+w.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return contender{}, err

@@ -2,36 +2,9 @@
 // functions as processes, and interoperability with genuine MirrorMaker 2.
 package e2e
 
-import (
-	"fmt"
-	"strings"
+import "github.com/mm2go/mm2go/test/testkit"
 
-	"github.com/mm2go/mm2go/test/testkit"
-)
-
-// MM2Properties returns a dedicated-mode MirrorMaker 2 configuration that replicates the given
-// topics (a regex list) from the harness's source cluster to its target, tuned for tests:
-// replication factors of 1, short refresh intervals (MM2's default is 10 minutes) and a 1 s
-// offset flush (a worker setting: MM2 reads it only under the target cluster's prefix).
+// MM2Properties returns testkit.MM2Properties for the harness's two clusters.
 func MM2Properties(c testkit.Clusters, topics ...string) string {
-	return fmt.Sprintf(`clusters = source, target
-source.bootstrap.servers = %s
-target.bootstrap.servers = %s
-source->target.enabled = true
-source->target.topics = %s
-target->source.emit.heartbeats.enabled = false
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-offset.storage.replication.factor = 1
-config.storage.replication.factor = 1
-status.storage.replication.factor = 1
-refresh.topics.interval.seconds = 2
-refresh.groups.interval.seconds = 2
-emit.checkpoints.interval.seconds = 2
-emit.heartbeats.interval.seconds = 1
-target.offset.flush.interval.ms = 1000
-sync.topic.acls.enabled = false
-`, c.Source.Bootstrap, c.Target.Bootstrap, strings.Join(topics, ","))
+	return testkit.MM2Properties(c.Source.Bootstrap, c.Target.Bootstrap, topics...)
 }
