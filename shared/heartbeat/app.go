@@ -3,7 +3,6 @@ package heartbeat
 import (
 	"context"
 	"log/slog"
-	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
@@ -14,7 +13,6 @@ import (
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/round"
-	"github.com/mm2go/mm2go/shared/serve"
 )
 
 // FromConfig builds a Job from loaded settings, with clients from
@@ -82,24 +80,21 @@ func (j *Job) Handle(ctx context.Context, _ event.Event) protocol.Result {
 	return round.Handle(ctx, j.gate, j.Round)
 }
 
+// Gate implements round.Job: one round at a time.
+func (j *Job) Gate() *round.Gate { return j.gate }
+
+func build(ctx context.Context, env cli.Env) (*Job, error) {
+	return fromConfig(ctx, env.Config, env.Logger, env.Metrics)
+}
+
 // RunCommand is the `run` sub-command: one round, its summary logged and
 // printed as JSON on stdout.
 func RunCommand(ctx context.Context, env cli.Env) error {
-	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	return round.Once(ctx, j.gate, env.Stdout, j.Round)
+	return round.RunCommand[*Summary](build)(ctx, env)
 }
 
 // ServeCommand is the `serve` sub-command: every CloudEvent runs one round
-// (see Job.Handle); /readyz checks both clusters.
+// (see Job.Handle).
 func ServeCommand(ctx context.Context, env cli.Env) error {
-	j, err := fromConfig(ctx, env.Config, env.Logger, env.Metrics)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	return serve.Run(ctx, serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}, env.Logger, j)
+	return round.ServeCommand[*Summary](build)(ctx, env)
 }
