@@ -135,14 +135,17 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 		return e.failed(start, fmt.Errorf("source topic %q has no partition %d", topic, partition))
 	}
 	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: int32(len(d.Partitions))}
-	if err := e.PrepareTargets(ctx, []Topic{t}); err != nil {
-		return e.failed(start, err)
+	if !e.preparedRecently(topic, t.Partitions) {
+		if err := e.PrepareTargets(ctx, []Topic{t}); err != nil {
+			return e.failed(start, err)
+		}
+		e.rememberPrepared(topic, t.Partitions)
 	}
 	var limit map[TP]int64
 	if through >= 0 {
 		limit = map[TP]int64{{topic, partition}: through + 1}
 	}
-	return e.run(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit)
+	return e.runWith(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit, true)
 }
 
 func (e *Engine) failed(start time.Time, err error) (Summary, error) {
@@ -153,14 +156,24 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 
 // run plans and copies the given partitions. limit optionally lowers the end offset of some.
 func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64) (Summary, error) {
+	return e.runWith(ctx, start, bo, tps, remote, limit, false)
+}
+
+// runWith is run; with reuse (CopyPartition) it uses the engine's long-lived producers and
+// recent checks of the internal topics instead of its own.
+func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool) (Summary, error) {
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
-	offsetsParts, fresh, err := e.ensureOffsetsTopic(ctx)
+	ensureOffsets, newSyncs := e.ensureOffsetsTopic, e.newSyncEmitter
+	if reuse {
+		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
+	}
+	offsetsParts, fresh, err := ensureOffsets(ctx)
 	if err != nil {
 		return e.failed(start, err)
 	}
-	syncs, err := e.newSyncEmitter(ctx)
+	syncs, err := newSyncs(ctx)
 	if err != nil {
 		return e.failed(start, err)
 	}
@@ -188,6 +201,7 @@ func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps 
 	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
 	c := newCopier(e, bo, works, offsetsParts, syncs)
 	c.remote = remote
+	c.reuse = reuse
 	return c.run(ctx, start)
 }
 

@@ -78,6 +78,11 @@ type copier struct {
 	routes  atomic.Pointer[map[remoteTP]*partState]
 	routeMu sync.Mutex
 
+	// reuse: prod and posProd are the engine's (CopyPartition), shared with concurrent calls;
+	// this copier waits for its own records (pending, posPending) instead of flushing them.
+	reuse               bool
+	pending, posPending atomic.Int64
+
 	pool       fetchPool
 	inflight   atomic.Int64 // bytes produced, not yet acknowledged
 	space      chan struct{}
@@ -173,6 +178,7 @@ func (c *copier) promise(r *kgo.Record, err error) {
 		c.e.opts.Metrics.ReplicationLatency(st.ctx, st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
 	}
 
+	c.pending.Add(-1)
 	if c.inflight.Add(-size) < int64(c.e.opts.MaxBufferedBytes) {
 		select {
 		case c.space <- struct{}{}:
@@ -198,27 +204,20 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	defer cancelWrites()
 
 	var err error
-	c.prod, err = e.dial(ctx, Target, e.producerOpts(
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
-		kgo.MaxBufferedRecords(maxBufferedRecords),
-		kgo.RecordDeliveryTimeout(0),
-	)...)
-	if err != nil {
-		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+	if c.reuse {
+		if c.prod, c.posProd, err = e.reusedProducers(ctx); err != nil {
+			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+		}
+	} else {
+		if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+		}
+		defer c.prod.Close()
+		if c.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
+		}
+		defer c.posProd.Close()
 	}
-	defer c.prod.Close()
-	c.posProd, err = e.dial(ctx, Target,
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	)
-	if err != nil {
-		return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
-	}
-	defer c.posProd.Close()
 
 	c.writeCtx = writeCtx
 	offs := map[string]map[int32]kgo.Offset{}
@@ -255,14 +254,14 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	// Finish: wait for in-flight records, then syncs and positions for everything acknowledged.
 	fctx, cancel := context.WithTimeout(writeCtx, c.bo.Grace)
 	defer cancel()
-	if err := c.prod.Flush(fctx); err != nil {
+	if err := c.flush(fctx, c.prod, &c.pending); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records: %w", err))
 	}
 	if err := c.syncs.finish(fctx); err != nil {
 		c.fail(err)
 	}
 	c.writePositions(fctx)
-	if err := c.posProd.Flush(fctx); err != nil {
+	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
 	}
 	if cons != nil {
@@ -272,6 +271,16 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		cons.Close()
 	}
 	return c.summary(start, reason)
+}
+
+// flush waits until every record this copier produced on cl was acknowledged: cl.Flush on
+// its own clients, its own count on the engine's shared ones (whose Flush would also wait for
+// other calls' records).
+func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *atomic.Int64) error {
+	if c.reuse {
+		return waitZero(ctx, pending)
+	}
+	return cl.Flush(ctx)
 }
 
 // consumer returns the source consumer: direct assignment of offs, or in group mode a group
@@ -559,6 +568,7 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 // its acknowledgement will confirm) and turns it into the record to produce.
 func (c *copier) track(st *partState, r *kgo.Record, size int64) {
 	c.inflight.Add(size)
+	c.pending.Add(1)
 	st.mu.Lock()
 	st.upstream = append(st.upstream, r.Offset)
 	st.lastSeen = r.Offset
@@ -628,7 +638,9 @@ func (c *copier) writePositions(ctx context.Context) {
 		if !write {
 			continue
 		}
+		c.posPending.Add(1)
 		c.posProd.Produce(ctx, c.e.positionRecord(st.w.tp, pos, c.offsetsParts), func(_ *kgo.Record, err error) {
+			c.posPending.Add(-1)
 			if err != nil {
 				c.fail(fmt.Errorf("writing position of %s to %q: %w", st.w.tp, c.e.opts.OffsetStorageTopic, err))
 			}

@@ -192,6 +192,8 @@ type Engine struct {
 
 	src, tgt       *kgo.Client // metadata/admin clients
 	srcAdm, tgtAdm *kadm.Client
+
+	reuse reused // CopyPartition's long-lived producers and recent checks
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -226,6 +228,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 
 // Close releases the engine's clients.
 func (e *Engine) Close() {
+	e.reuse.close()
 	e.src.Close()
 	e.tgt.Close()
 }

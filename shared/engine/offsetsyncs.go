@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,6 +19,10 @@ type syncEmitter struct {
 	w     *offsetsync.Writer
 	cl    *kgo.Client
 	topic string
+	// shared: cl belongs to the engine (CopyPartition calls): never closed here, and finish
+	// waits for this emitter's syncs (pending) instead of flushing the client.
+	shared  bool
+	pending atomic.Int64
 
 	mu   sync.Mutex
 	err  error
@@ -27,6 +32,27 @@ type syncEmitter struct {
 // newSyncEmitter creates the offset-syncs topic if missing (1 partition, compacted) and a
 // producer for it.
 func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
+	if err := e.ensureSyncsTopic(ctx); err != nil {
+		return nil, err
+	}
+	topic, side := e.OffsetSyncsTopic()
+	cl, err := e.dial(ctx, side, syncProducerOpts()...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
+	}
+	return newEmitter(e, cl, topic, false), nil
+}
+
+func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitter {
+	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared}
+}
+
+func syncProducerOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
+}
+
+// ensureSyncsTopic creates the offset-syncs topic if missing.
+func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 	topic, side := e.OffsetSyncsTopic()
 	adm := e.srcAdm
 	if side == Target {
@@ -34,13 +60,9 @@ func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
 	}
 	if _, err := ensureTopic(ctx, adm, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
 		e.internalTopicConfigs(side)); err != nil {
-		return nil, fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
+		return fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
 	}
-	cl, err := e.dial(ctx, side, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
-	}
-	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic}, nil
+	return nil
 }
 
 // record registers an acknowledged copy of upstream to downstream and sends a sync at once if
@@ -59,6 +81,7 @@ func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync) {
 		s.done(nil, fmt.Errorf("encoding offset sync %v: %w", sy, err))
 		return
 	}
+	s.pending.Add(1)
 	s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, s.done)
 }
 
@@ -75,6 +98,7 @@ func (s *syncEmitter) send(ctx context.Context, promote bool) error {
 }
 
 func (s *syncEmitter) done(_ *kgo.Record, err error) {
+	defer s.pending.Add(-1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil && s.err == nil {
@@ -96,10 +120,18 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 	if err := s.send(ctx, true); err != nil {
 		return err
 	}
-	if err := s.cl.Flush(ctx); err != nil {
+	flush := s.cl.Flush
+	if s.shared {
+		flush = func(ctx context.Context) error { return waitZero(ctx, &s.pending) }
+	}
+	if err := flush(ctx); err != nil {
 		return fmt.Errorf("flushing offset syncs: %w", err)
 	}
 	return s.error()
 }
 
-func (s *syncEmitter) close() { s.cl.Close() }
+func (s *syncEmitter) close() {
+	if !s.shared {
+		s.cl.Close()
+	}
+}

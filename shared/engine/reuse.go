@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
+// and offset-syncs topics exist, a remote topic has the source's partitions) before checking
+// again.
+const reuseTTL = 30 * time.Second
+
+// reused is what CopyPartition keeps between calls, so event-driven callers (fetch mode, one
+// call per partition and event) do not connect and check everything per call: the target
+// producers for records and positions, the offset-syncs producer, and recent checks. Bursts
+// do not use it (a burst is the process's only work, its clients live as long as it does).
+type reused struct {
+	mu                    sync.Mutex
+	prod, posProd, syncCl *kgo.Client
+
+	offsetsParts   int32
+	offsetsChecked time.Time
+	syncsChecked   time.Time
+	prepared       map[string]preparedTopic // source topic -> remote topic checked
+}
+
+type preparedTopic struct {
+	partitions int32
+	at         time.Time
+}
+
+func (r *reused) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cl := range []*kgo.Client{r.prod, r.posProd, r.syncCl} {
+		if cl != nil {
+			cl.Close()
+		}
+	}
+	r.prod, r.posProd, r.syncCl = nil, nil, nil
+}
+
+// dataProducerOpts are the options of the at-least-once producer of copied records.
+func (e *Engine) dataProducerOpts() []kgo.Opt {
+	return e.producerOpts(
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+		kgo.RecordDeliveryTimeout(0),
+	)
+}
+
+// positionProducerOpts are the options of the producer of position records.
+func positionProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	}
+}
+
+// reusedProducers returns the long-lived record and position producers, connecting them on
+// first use.
+func (e *Engine) reusedProducers(ctx context.Context) (prod, posProd *kgo.Client, err error) {
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prod == nil {
+		if r.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if r.posProd == nil {
+		if r.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r.prod, r.posProd, nil
+}
+
+// reusedOffsetsTopic is ensureOffsetsTopic, checked at most once per reuseTTL.
+func (e *Engine) reusedOffsetsTopic(ctx context.Context) (int32, bool, error) {
+	r := &e.reuse
+	r.mu.Lock()
+	if r.offsetsParts > 0 && time.Since(r.offsetsChecked) < reuseTTL {
+		defer r.mu.Unlock()
+		return r.offsetsParts, false, nil
+	}
+	r.mu.Unlock()
+	parts, fresh, err := e.ensureOffsetsTopic(ctx)
+	if err == nil {
+		r.mu.Lock()
+		r.offsetsParts, r.offsetsChecked = parts, time.Now()
+		r.mu.Unlock()
+	}
+	return parts, fresh, err
+}
+
+// reusedSyncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
+// checked at most once per reuseTTL). The emitter waits for its own syncs only.
+func (e *Engine) reusedSyncEmitter(ctx context.Context) (*syncEmitter, error) {
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	topic, side := e.OffsetSyncsTopic()
+	if r.syncCl == nil || time.Since(r.syncsChecked) >= reuseTTL {
+		if err := e.ensureSyncsTopic(ctx); err != nil {
+			return nil, err
+		}
+		r.syncsChecked = time.Now()
+	}
+	if r.syncCl == nil {
+		cl, err := e.dial(ctx, side, syncProducerOpts()...)
+		if err != nil {
+			return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
+		}
+		r.syncCl = cl
+	}
+	return newEmitter(e, r.syncCl, topic, true), nil
+}
+
+// preparedRecently reports whether the remote topic of topic was checked with this many
+// partitions within reuseTTL; remember records a successful check.
+func (e *Engine) preparedRecently(topic string, partitions int32) bool {
+	if e.opts.SyncTopicConfigs {
+		return false // configs are brought in line on every call
+	}
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.prepared[topic]
+	return ok && p.partitions == partitions && time.Since(p.at) < reuseTTL
+}
+
+func (e *Engine) rememberPrepared(topic string, partitions int32) {
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prepared == nil {
+		r.prepared = map[string]preparedTopic{}
+	}
+	r.prepared[topic] = preparedTopic{partitions, time.Now()}
+}
+
+// waitZero waits until n is 0 (records this call produced on a shared client were all
+// acknowledged): a shared client's Flush would also wait for other calls' records.
+func waitZero(ctx context.Context, n *atomic.Int64) error {
+	if n.Load() == 0 {
+		return nil
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for n.Load() != 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
