@@ -18,7 +18,7 @@ import (
 const (
 	eosWorkers            = 4
 	eosMaxChunkBytes      = 2 << 20
-	eosFetchBytes         = 256 << 10
+	eosFetchBytes         = 128 << 10
 	eosTransactionTimeout = time.Minute
 )
 
