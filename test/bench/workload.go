@@ -17,6 +17,8 @@ type result struct {
 	ConsumerMBPS float64    `json:"broker_consumer_mb_per_s"`
 	MM2          *contender `json:"mm2,omitempty"`
 	Mirror       *contender `json:"mirror_run"`
+	// Serve is `mirror serve` in fetch mode, driven by the KafkaSource-like driver.
+	Serve *contender `json:"mirror_serve,omitempty"`
 }
 
 func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (result, error) {
@@ -59,11 +61,18 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		return res, fmt.Errorf("mirror run: %w", err)
 	}
 	res.Mirror = &c
+	if !opts.skipServe {
+		c, err := h.runServe(ctx, w, topics)
+		if err != nil {
+			return res, fmt.Errorf("mirror serve: %w", err)
+		}
+		res.Serve = &c
+	}
 	return res, nil
 }
 
-const tableHeader = "| workload | broker producer rec/s (MB/s) | broker consumer rec/s (MB/s) | MM2 first record | MM2 done | MM2 rec/s (MB/s) | MM2 peak RSS | mm2go first record | mm2go done | mm2go rec/s (MB/s) | mm2go peak RSS | mm2go CPU s | mm2go / MM2 | mm2go / producer limit |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+const tableHeader = "| workload | broker producer rec/s (MB/s) | broker consumer rec/s (MB/s) | MM2 first record | MM2 done | MM2 rec/s (MB/s) | MM2 peak RSS | mm2go first record | mm2go done | mm2go rec/s (MB/s) | mm2go peak RSS | mm2go CPU s | mm2go / MM2 | mm2go / producer limit | serve done | serve rec/s (MB/s) | serve peak RSS | serve / run |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 func (r result) markdownRow() string {
 	na := "n/a"
@@ -85,10 +94,18 @@ func (r result) markdownRow() string {
 		vsProd = fmt.Sprintf("%.2f×", r.Mirror.RecordsPS/r.ProducerRPS)
 	}
 	m := r.Mirror
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s |",
+	svDone, svRate, svRSS, svVsRun := na, na, na, na
+	if s := r.Serve; s != nil {
+		svDone, svRate, svRSS = dur(s.Done), rate(s.RecordsPS, s.MBPS), mib(s.PeakRSSKiB)
+		if s.Done > 0 && m.Done > 0 {
+			svVsRun = fmt.Sprintf("%.2f×", m.Done.Seconds()/s.Done.Seconds())
+		}
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s |",
 		r.Workload.Name, rate(r.ProducerRPS, r.ProducerMBPS), rate(r.ConsumerRPS, r.ConsumerMBPS),
 		mm2First, mm2Done, mm2Rate, mm2RSS,
-		dur(m.FirstRecord), dur(m.Done), rate(m.RecordsPS, m.MBPS), mib(m.PeakRSSKiB), m.CPUSeconds, vsMM2, vsProd)
+		dur(m.FirstRecord), dur(m.Done), rate(m.RecordsPS, m.MBPS), mib(m.PeakRSSKiB), m.CPUSeconds, vsMM2, vsProd,
+		svDone, svRate, svRSS, svVsRun)
 }
 
 func (r report) markdown() string {
@@ -97,7 +114,8 @@ func (r report) markdown() string {
 		r.Started.Format(time.RFC3339), r.Finished.Format(time.RFC3339), r.Machine["cpu"], r.Machine["cpus"],
 		r.Machine["memory"], r.Machine["go"], r.Machine["java"], r.Machine["goos"]+"/"+r.Machine["goarch"])
 	b.WriteString("Times are from process start. \"done\" = every record visible on the target. ")
-	b.WriteString("mm2go / MM2 compares time to done (higher is better for mm2go); mm2go / producer limit compares records/s with Kafka's producer perf test into the target.\n\n")
+	b.WriteString("mm2go / MM2 compares time to done (higher is better for mm2go); mm2go / producer limit compares records/s with Kafka's producer perf test into the target. ")
+	b.WriteString("serve = `mirror serve` in fetch mode driven by a KafkaSource-like dispatcher (ordered, one request per record); serve / run compares time to done with `mirror run` (higher is better).\n\n")
 	b.WriteString(tableHeader + "\n")
 	for _, res := range r.Results {
 		b.WriteString(res.markdownRow() + "\n")

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+)
+
+// runServe measures fetch mode: `mirror serve` on a free port, driven by the KafkaSource-like
+// driver (ordered delivery, a fresh consumer group) over the same backlog. Times are from the
+// serve process's start; done = every record on the target.
+func (h *harness) runServe(ctx context.Context, w workload, topics []string) (contender, error) {
+	const alias = "svsrc"
+	port, err := freePort()
+	if err != nil {
+		return contender{}, err
+	}
+	cmd := exec.CommandContext(ctx, h.mirrorBin, "serve")
+	cmd.Env = append(os.Environ(),
+		fmt.Sprintf("PORT=%d", port),
+		"MM2_SOURCE_BOOTSTRAP_SERVERS="+h.source,
+		"MM2_TARGET_BOOTSTRAP_SERVERS="+h.target,
+		"MM2_SOURCE_ALIAS="+alias,
+		"MM2_TARGET_ALIAS=svtgt",
+		"MM2_TOPICS="+strings.Join(topics, ","),
+		"MM2_HEARTBEATS_REPLICATION_ENABLED=false",
+		"MM2_REPLICATION_FACTOR=1",
+		"MM2_OFFSET_STORAGE_REPLICATION_FACTOR=1",
+		"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR=1",
+		"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR=1",
+		"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR=1",
+		"MM2_LOG_FORMAT=json",
+	)
+	dir := filepath.Join(h.home, "serve-"+w.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return contender{}, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return contender{}, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	remote := make([]string, len(topics))
+	for i, t := range topics {
+		remote[i] = alias + "." + t
+	}
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dctx, stopDriver := context.WithCancel(ctx)
+	defer stopDriver()
+	driverDone := make(chan error, 1)
+	go func() {
+		// Deliver once the function is ready, as Knative would route to it.
+		for dctx.Err() == nil {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		d, err := kafkasource.New(kafkasource.Config{Bootstrap: h.source, Topics: topics,
+			Group: fmt.Sprintf("bench-serve-%d", time.Now().UnixNano()), Sink: base + "/",
+			Source: kafkasource.Source{Namespace: "bench", Name: "mirror"}})
+		if err != nil {
+			driverDone <- err
+			return
+		}
+		driverDone <- d.Run(dctx)
+	}()
+	c, err := h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {
+		stopDriver()
+		<-driverDone
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	})
+	return c, err
+}
+
+// freePort returns a TCP port nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
