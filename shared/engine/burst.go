@@ -202,6 +202,9 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	c := newCopier(e, bo, works, offsetsParts, syncs)
 	c.remote = remote
 	c.reuse = reuse
+	if reuse {
+		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
+	}
 	return c.run(ctx, start)
 }
 

@@ -83,8 +83,11 @@ type copier struct {
 	reuse               bool
 	pending, posPending atomic.Int64
 
-	pool       fetchPool
-	inflight   atomic.Int64 // bytes produced, not yet acknowledged
+	pool fetchPool
+	// inflight counts bytes produced, not yet acknowledged; space is signalled when it drops
+	// below MaxBufferedBytes. Both are the engine's (one bound for all concurrent calls)
+	// with reuse.
+	inflight   *atomic.Int64
 	space      chan struct{}
 	records    atomic.Int64
 	bytes      atomic.Int64
@@ -96,7 +99,8 @@ type copier struct {
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, syncs *syncEmitter) *copier {
-	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsetsParts: offsetsParts, syncs: syncs, space: make(chan struct{}, 1)}
+	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsetsParts: offsetsParts, syncs: syncs,
+		inflight: new(atomic.Int64), space: make(chan struct{}, 1)}
 	for _, w := range works {
 		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
 		c.states = append(c.states, st)
@@ -552,8 +556,16 @@ func (c *copier) markDone(cons *kgo.Client, st *partState) {
 // in flight. It returns false if ctx ended while waiting.
 func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
 	size := recordSize(r)
+	var poll <-chan time.Time
 	for c.inflight.Load()+size > int64(c.e.opts.MaxBufferedBytes) && c.inflight.Load() > 0 {
+		if c.reuse && poll == nil {
+			// Other calls wait on the same signal: never sleep on it for long.
+			t := time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			poll = t.C
+		}
 		select {
+		case <-poll:
 		case <-c.space:
 		case <-ctx.Done():
 			return false

@@ -27,6 +27,11 @@ type reused struct {
 	offsetsChecked time.Time
 	syncsChecked   time.Time
 	prepared       map[string]preparedTopic // source topic -> remote topic checked
+
+	// inflight and space bound the bytes in flight of all concurrent calls together (the
+	// copier's MaxBufferedBytes), so memory does not grow with the partitions copied at once.
+	inflight atomic.Int64
+	space    chan struct{}
 }
 
 type preparedTopic struct {
