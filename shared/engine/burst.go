@@ -169,13 +169,24 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if reuse {
 		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
 	}
+	// The offsets and offset-syncs topics are checked (created on a first run) at once.
+	var syncs *syncEmitter
+	var syncsErr error
+	syncsDone := make(chan struct{})
+	go func() {
+		defer close(syncsDone)
+		syncs, syncsErr = newSyncs(ctx)
+	}()
 	offsetsParts, fresh, err := ensureOffsets(ctx)
+	<-syncsDone
+	if syncsErr == nil && err != nil {
+		syncs.close()
+	}
 	if err != nil {
 		return e.failed(start, err)
 	}
-	syncs, err := newSyncs(ctx)
-	if err != nil {
-		return e.failed(start, err)
+	if syncsErr != nil {
+		return e.failed(start, syncsErr)
 	}
 	defer syncs.close()
 	if len(tps) == 0 {
