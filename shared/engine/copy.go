@@ -346,7 +346,11 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 	}
 	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsetsParts)
 	if err != nil {
-		c.fail(err)
+		// A canceled ctx means the group moved on (another member joined) before this
+		// assignment started: franz-go rejoins and assigns again, so it is no failure.
+		if ctx.Err() == nil {
+			c.fail(err)
+		}
 		return nil, err
 	}
 	out := map[string]map[int32]kgo.Offset{}

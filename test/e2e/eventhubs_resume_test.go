@@ -47,8 +47,10 @@ func TestResumeCostOnNonCompactedOffsetsTopic(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, parts), Key: key, Value: mm2.OffsetValue(int64(i))})
 		want[tp] = int64(i)
 	}
+	// Small batches, as bursts write them (one position per partition per flush): a fetch
+	// returns whole batches, so 1 MB batches would make any read window cost a whole batch.
 	cl := testkit.Client(t, c.Target.Bootstrap, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(20*time.Millisecond),
-		kgo.MaxBufferedRecords(history))
+		kgo.MaxBufferedRecords(history), kgo.ProducerBatchMaxBytes(16<<10))
 	ctx := testkit.Context(t, 2*time.Minute)
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
