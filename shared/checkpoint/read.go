@@ -7,14 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ClientFunc builds a franz-go client for one cluster with extra options;
-// cluster.NewClient bound to a cluster's settings is one.
-type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
+// ClientFunc builds a franz-go client for one cluster with extra options
+// (cluster.Dialer makes one from a cluster's settings).
+type ClientFunc = cluster.ClientFunc
 
 // Fetch sizes of the reader. Offset syncs are about 50 bytes each on the wire, so
 // one fetch of fetchPartitionBytes carries several hundred thousand of them.

@@ -369,3 +369,14 @@ func consumerProducerOpts(s Settings) []kgo.Opt {
 	)
 	return opts
 }
+
+// ClientFunc builds a franz-go client for one cluster, with extra options applied last.
+type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
+
+// Dialer returns the ClientFunc of one cluster: its settings, then its profile's client options
+// (Event Hubs limits), then the caller's.
+func Dialer(s Settings, p Profile, logger *slog.Logger) ClientFunc {
+	return func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+		return NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
+	}
+}

@@ -30,7 +30,7 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		return cluster.NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
+		return cluster.Dialer(s, p, logger)(ctx, extra...)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -48,7 +47,7 @@ func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, re
 	if err := opts.withDefaults(); err != nil {
 		return nil, &cli.ConfigError{Err: err}
 	}
-	j, err := New(ctx, opts, clientFunc(cfg.Source, srcProfile, logger), clientFunc(cfg.Target, tgtProfile, logger), logger)
+	j, err := New(ctx, opts, cluster.Dialer(cfg.Source, srcProfile, logger), cluster.Dialer(cfg.Target, tgtProfile, logger), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +58,6 @@ func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, re
 		return cluster.ConnectError(cfg.Target, err)
 	}
 	return j, nil
-}
-
-// clientFunc builds clients for one cluster: its settings, its profile's
-// options (Event Hubs limits), then the job's own.
-func clientFunc(s cluster.Settings, p cluster.Profile, logger *slog.Logger) ClientFunc {
-	return func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-		return cluster.NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
-	}
 }
 
 // Ready implements serve.Readier: the target cluster answers a metadata

@@ -29,15 +29,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/shared/round"
 )
 
-// ClientFunc builds a franz-go client for one cluster with extra options;
-// cluster.NewClient bound to a cluster's settings is one.
-type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
+// ClientFunc builds a franz-go client for one cluster with extra options
+// (cluster.Dialer makes one from a cluster's settings).
+type ClientFunc = cluster.ClientFunc
 
 // Options configure a Job. Zero values mean the default named in each field's comment.
 type Options struct {
