@@ -99,3 +99,12 @@ type Config struct {
 	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
 	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
 }
+
+// ConnectError explains a failed connection to the flow's "source" or "target" cluster with
+// cluster.ConnectError: the alias and bootstrap address, never a secret.
+func (c *Config) ConnectError(role string, err error) error {
+	if role == "source" {
+		return cluster.ConnectError(c.Source, err)
+	}
+	return cluster.ConnectError(c.Target, err)
+}

@@ -51,12 +51,7 @@ func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, re
 	if err != nil {
 		return nil, err
 	}
-	j.describe = func(clusterName string, err error) error {
-		if clusterName == "source" {
-			return cluster.ConnectError(cfg.Source, err)
-		}
-		return cluster.ConnectError(cfg.Target, err)
-	}
+	j.describe = cfg.ConnectError
 	return j, nil
 }
 

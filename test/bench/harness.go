@@ -299,14 +299,16 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string) (cont
 	})
 }
 
-func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (contender, error) {
-	const alias = "gosrc"
-	cmd := exec.CommandContext(ctx, h.mirrorBin, "run")
-	cmd.Env = append(os.Environ(),
+// mm2goCmd prepares a mm2go function process for a workload: env settings for the bench
+// clusters under the given aliases, its log file, and the remote topic names to watch. The
+// caller closes the log file.
+func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sourceAlias, targetAlias, logName string, args []string, extraEnv ...string) (*exec.Cmd, *os.File, []string, error) {
+	cmd := exec.CommandContext(ctx, h.mirrorBin, args...)
+	cmd.Env = append(append(os.Environ(),
 		"MM2_SOURCE_BOOTSTRAP_SERVERS="+h.source,
 		"MM2_TARGET_BOOTSTRAP_SERVERS="+h.target,
-		"MM2_SOURCE_ALIAS="+alias,
-		"MM2_TARGET_ALIAS=gotgt",
+		"MM2_SOURCE_ALIAS="+sourceAlias,
+		"MM2_TARGET_ALIAS="+targetAlias,
 		"MM2_TOPICS="+strings.Join(topics, ","),
 		"MM2_REPLICATION_FACTOR=1",
 		"MM2_OFFSET_STORAGE_REPLICATION_FACTOR=1",
@@ -314,21 +316,29 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (c
 		"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR=1",
 		"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR=1",
 		"MM2_LOG_FORMAT=json",
-	)
-	dir := filepath.Join(h.home, "mirror-"+w.Name)
+	), extraEnv...)
+	dir := filepath.Join(h.home, logName+"-"+w.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return contender{}, err
+		return nil, nil, nil, err
 	}
-	logFile, err := os.Create(filepath.Join(dir, "mirror.log"))
+	logFile, err := os.Create(filepath.Join(dir, logName+".log"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	remote := make([]string, len(topics))
+	for i, t := range topics {
+		remote[i] = sourceAlias + "." + t
+	}
+	return cmd, logFile, remote, nil
+}
+
+func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (contender, error) {
+	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, "gosrc", "gotgt", "mirror", []string{"run"})
 	if err != nil {
 		return contender{}, err
 	}
 	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	remote := make([]string, len(topics))
-	for i, t := range topics {
-		remote[i] = alias + "." + t
-	}
 	// mirror run exits by itself once done (after committing its positions): just wait.
 	return h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
 }

@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -24,36 +20,12 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string) (co
 	if err != nil {
 		return contender{}, err
 	}
-	cmd := exec.CommandContext(ctx, h.mirrorBin, "serve")
-	cmd.Env = append(os.Environ(),
-		fmt.Sprintf("PORT=%d", port),
-		"MM2_SOURCE_BOOTSTRAP_SERVERS="+h.source,
-		"MM2_TARGET_BOOTSTRAP_SERVERS="+h.target,
-		"MM2_SOURCE_ALIAS="+alias,
-		"MM2_TARGET_ALIAS=svtgt",
-		"MM2_TOPICS="+strings.Join(topics, ","),
-		"MM2_HEARTBEATS_REPLICATION_ENABLED=false",
-		"MM2_REPLICATION_FACTOR=1",
-		"MM2_OFFSET_STORAGE_REPLICATION_FACTOR=1",
-		"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR=1",
-		"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR=1",
-		"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR=1",
-		"MM2_LOG_FORMAT=json",
-	)
-	dir := filepath.Join(h.home, "serve-"+w.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return contender{}, err
-	}
-	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
+	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, alias, "svtgt", "serve", []string{"serve"},
+		fmt.Sprintf("PORT=%d", port), "MM2_HEARTBEATS_REPLICATION_ENABLED=false")
 	if err != nil {
 		return contender{}, err
 	}
 	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	remote := make([]string, len(topics))
-	for i, t := range topics {
-		remote[i] = alias + "." + t
-	}
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dctx, stopDriver := context.WithCancel(ctx)
