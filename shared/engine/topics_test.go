@@ -16,8 +16,11 @@ func remoteConfig(t *testing.T, bootstrap, topic, key string) (string, bool) {
 		t.Fatal(err)
 	}
 	rc, err := cfgs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("describing configs of %s: %v", topic, err)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == key {

@@ -143,7 +143,32 @@ func CreateTopic(t testing.TB, bootstrap, name string, partitions int32, configs
 		t.Fatalf("creating topic %s on %s: %v", name, bootstrap, err)
 	}
 	DeleteTopicsAtEnd(t, bootstrap, name)
-	return name
+	// CreateTopics returns once the KRaft controller committed the topic; the broker applies
+	// that metadata a moment later. Wait until its metadata lists every partition with a
+	// leader, so the code under test never races the topic's appearance.
+	for {
+		md, err := adm.Metadata(ctx, name)
+		if err != nil {
+			t.Fatalf("describing new topic %s on %s: %v", name, bootstrap, err)
+		}
+		if d, ok := md.Topics[name]; ok && d.Err == nil && int32(len(d.Partitions)) == partitions && allLed(d) {
+			return name
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func allLed(d kadm.TopicDetail) bool {
+	for _, p := range d.Partitions {
+		if p.Leader < 0 || p.Err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // DeleteTopicsAtEnd deletes topics (if they exist) when the test ends, so reruns start clean.
