@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
 	"github.com/mm2go/mm2go/shared/round"
@@ -152,7 +153,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	if err := j.ping(ctx); err != nil {
 		return sum, err
 	}
-	if err := ensureTopic(ctx, j.tgtAdm, j.checkpointsTopic, j.opts.CheckpointsTopicReplicationFactor, j.opts.CheckpointsTopicConfigs); err != nil {
+	if _, _, err := cluster.EnsureTopic(ctx, j.tgt, j.checkpointsTopic, 1, j.opts.CheckpointsTopicReplicationFactor, j.opts.CheckpointsTopicConfigs); err != nil {
 		return sum, fmt.Errorf("checkpoints topic on target %q: %w", j.opts.TargetAlias, err)
 	}
 
@@ -480,39 +481,6 @@ func (j *Job) checkpointGroup(g group, syncs *offsetsync.Store, cps *checkpointS
 			"upstream", c.UpstreamOffset, "downstream", c.DownstreamOffset)
 	}
 	return gs, recs, emitted, nil
-}
-
-// ensureTopic creates a one-partition topic with configs if it does not
-// exist. It works without the right to create topics when the topic exists.
-func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16, configs map[string]*string) error {
-	exists, err := topicExists(ctx, adm, name)
-	if err != nil || exists {
-		return err
-	}
-	resp, err := adm.CreateTopic(ctx, 1, rf, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("creating topic %q: %w", name, err)
-	}
-	return nil
-}
-
-// topicExists asks the cluster's metadata whether topic exists.
-func topicExists(ctx context.Context, adm *kadm.Client, name string) (bool, error) {
-	md, err := adm.Metadata(ctx, name)
-	if err != nil {
-		return false, fmt.Errorf("describing topic %q: %w", name, err)
-	}
-	d, ok := md.Topics[name]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return false, nil
-	}
-	if d.Err != nil {
-		return false, fmt.Errorf("describing topic %q: %w", name, d.Err)
-	}
-	return len(d.Partitions) > 0, nil
 }
 
 // writeConnectOffsets writes the Connect source offsets MM2's checkpoint task

@@ -23,7 +23,7 @@ func BenchmarkRecordPath(b *testing.B) {
 	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30}}
 	syncs := &syncEmitter{w: offsetsync.NewWriter(100), cl: cl, topic: "mm2-offset-syncs.t.internal"}
 	w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, 25, syncs)
+	c := newCopier(e, BurstOptions{}, []*work{w}, knownOffsets(25), syncs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.writeCtx = ctx

@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Exit reasons of a burst (Summary.Reason).
@@ -91,10 +95,9 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		return e.failed(start, err)
 	}
 	e.log.Debug("topics discovered", "topics", len(topics), "elapsed", time.Since(start).String())
-	if err := e.PrepareTargets(ctx, topics); err != nil {
+	if err := e.checkBudgets(ctx, topics); err != nil {
 		return e.failed(start, err)
 	}
-	e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 	var tps []TP
 	remote := map[string]string{}
 	for _, t := range topics {
@@ -108,7 +111,8 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
 		bo.Group = ""
 	}
-	return e.run(ctx, start, bo, tps, remote, nil)
+	prepare := func(ctx context.Context) error { return e.prepareTargets(ctx, topics) }
+	return e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
 }
 
 // CopyPartition copies one source partition up to and including offset through (or up to
@@ -135,17 +139,24 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 		return e.failed(start, fmt.Errorf("source topic %q has no partition %d", topic, partition))
 	}
 	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: int32(len(d.Partitions))}
+	var prepare func(context.Context) error
 	if !e.preparedRecently(topic, t.Partitions) {
-		if err := e.PrepareTargets(ctx, []Topic{t}); err != nil {
+		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
 			return e.failed(start, err)
 		}
-		e.rememberPrepared(topic, t.Partitions)
+		prepare = func(ctx context.Context) error {
+			if err := e.prepareTargets(ctx, []Topic{t}); err != nil {
+				return err
+			}
+			e.rememberPrepared(topic, t.Partitions)
+			return nil
+		}
 	}
 	var limit map[TP]int64
 	if through >= 0 {
 		limit = map[TP]int64{{topic, partition}: through + 1}
 	}
-	return e.runWith(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit, true)
+	return e.runWith(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit, true, prepare)
 }
 
 func (e *Engine) failed(start time.Time, err error) (Summary, error) {
@@ -154,14 +165,17 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: e.opts.ExactlyOnce}, err
 }
 
-// run plans and copies the given partitions. limit optionally lowers the end offset of some.
-func (e *Engine) run(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64) (Summary, error) {
-	return e.runWith(ctx, start, bo, tps, remote, limit, false)
-}
-
-// runWith is run; with reuse (CopyPartition) it uses the engine's long-lived producers and
-// recent checks of the internal topics instead of its own.
-func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool) (Summary, error) {
+// runWith plans and copies the given partitions. limit optionally lowers the end offset of
+// some. prepare, if not nil, readies the remote topics while the internal topics are checked.
+// With reuse (CopyPartition) it uses the engine's long-lived producers and recent checks of
+// the internal topics instead of its own.
+//
+// On a flow's first burst the Connect offsets topic does not exist yet, so no position can be
+// stored: a plain burst then starts copying as soon as the remote topics are ready and creates
+// the offsets topic behind them (its many partitions would otherwise hold up the remote
+// topics on the target broker); positions are written once it is ready. Exactly-once, group
+// and reuse runs read positions first, so they wait for it.
+func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(context.Context) error) (Summary, error) {
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
@@ -169,54 +183,124 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if reuse {
 		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
 	}
-	// The offsets and offset-syncs topics are checked (created on a first run) at once.
-	var syncs *syncEmitter
-	var syncsErr error
-	syncsDone := make(chan struct{})
-	go func() {
-		defer close(syncsDone)
-		syncs, syncsErr = newSyncs(ctx)
-	}()
-	offsetsParts, fresh, err := ensureOffsets(ctx)
-	<-syncsDone
-	if syncsErr == nil && err != nil {
+	deferrable := !reuse && !e.opts.ExactlyOnce && bo.Group == "" && len(tps) > 0
+	var (
+		wg                   sync.WaitGroup
+		syncs                *syncEmitter
+		syncsErr, prepareErr error
+		offsets              *offsetsTopic
+		offsetsErr           error
+		fresh                bool
+	)
+	prepared := make(chan struct{})
+	wg.Go(func() { syncs, syncsErr = newSyncs(ctx) })
+	wg.Go(func() {
+		defer close(prepared)
+		if prepare != nil {
+			prepareErr = prepare(ctx)
+			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
+		}
+	})
+	if deferrable {
+		var st cluster.TopicState
+		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
+			fresh = true
+			offsets = &offsetsTopic{done: make(chan struct{})}
+			go func() {
+				defer close(offsets.done)
+				<-prepared
+				offsets.parts, _, offsets.err = ensureOffsets(ctx)
+			}()
+			defer func() { <-offsets.done }()
+		}
+	}
+	if offsets == nil && offsetsErr == nil {
+		var parts int32
+		parts, fresh, offsetsErr = ensureOffsets(ctx)
+		offsets = knownOffsets(parts)
+	}
+	wg.Wait()
+	if syncsErr == nil && (offsetsErr != nil || prepareErr != nil) {
 		syncs.close()
 	}
-	if err != nil {
+	if err := errors.Join(prepareErr, offsetsErr, syncsErr); err != nil {
 		return e.failed(start, err)
-	}
-	if syncsErr != nil {
-		return e.failed(start, syncsErr)
 	}
 	defer syncs.close()
 	if len(tps) == 0 {
 		return e.finishSummary(start, nil, ReasonDone, nil), nil
 	}
 	if e.opts.ExactlyOnce {
-		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsetsParts, syncs)
+		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
 	}
 	var works []*work
+	var err error
 	switch {
 	case bo.Group != "":
 		// The group assigns partitions; they are planned as they arrive.
 	case fresh:
-		// This burst created the offsets topic: no position can be stored yet (at-least-once
+		// The offsets topic did not exist: no position can be stored yet (at-least-once
 		// only; in exactly-once mode positions are always read after fencing).
 		works, err = e.planFrom(ctx, tps, remote, limit, nil)
 	default:
-		works, err = e.plan(ctx, tps, remote, limit, offsetsParts)
+		works, err = e.plan(ctx, tps, remote, limit, offsets.parts)
 	}
 	if err != nil {
 		return e.failed(start, err)
 	}
 	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
-	c := newCopier(e, bo, works, offsetsParts, syncs)
+	c := newCopier(e, bo, works, offsets, syncs)
 	c.remote = remote
 	c.reuse = reuse
 	if reuse {
 		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	}
 	return c.run(ctx, start)
+}
+
+// offsetsTopic is the Connect offsets topic as a copier writes positions to it: its partition
+// count is known at once when the topic exists, or when its creation in the background ends.
+type offsetsTopic struct {
+	done  chan struct{}
+	parts int32
+	err   error
+}
+
+// knownOffsets is an offsets topic that exists with parts partitions.
+func knownOffsets(parts int32) *offsetsTopic {
+	o := &offsetsTopic{done: make(chan struct{}), parts: parts}
+	close(o.done)
+	return o
+}
+
+// ready returns the partition count if the topic is ready now.
+func (o *offsetsTopic) ready() (int32, bool) {
+	select {
+	case <-o.done:
+		return o.parts, o.err == nil
+	default:
+		return 0, false
+	}
+}
+
+// failed returns the error of a creation that has ended in failure, nil otherwise.
+func (o *offsetsTopic) failed() error {
+	select {
+	case <-o.done:
+		return o.err
+	default:
+		return nil
+	}
+}
+
+// wait waits until the topic is ready and returns its partition count.
+func (o *offsetsTopic) wait(ctx context.Context) (int32, error) {
+	select {
+	case <-o.done:
+		return o.parts, o.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("waiting for the offsets topic: %w", ctx.Err())
+	}
 }
 
 // plan reads positions and end offsets and returns the partitions with work.

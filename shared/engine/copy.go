@@ -54,11 +54,11 @@ func (st *partState) position() int64 {
 // copier is one at-least-once burst: a source consumer over all partitions with work, one
 // idempotent target producer (data and positions), and the offset-syncs emitter.
 type copier struct {
-	e            *Engine
-	bo           BurstOptions
-	offsetsParts int32
-	syncs        *syncEmitter
-	remote       map[string]string // source topic -> remote topic (group mode plans late)
+	e       *Engine
+	bo      BurstOptions
+	offsets *offsetsTopic
+	syncs   *syncEmitter
+	remote  map[string]string // source topic -> remote topic (group mode plans late)
 
 	// states lists every partition this burst worked on (appended under posMu and mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
@@ -98,8 +98,8 @@ type copier struct {
 	posMu sync.Mutex // serializes position writes
 }
 
-func newCopier(e *Engine, bo BurstOptions, works []*work, offsetsParts int32, syncs *syncEmitter) *copier {
-	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsetsParts: offsetsParts, syncs: syncs,
+func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *offsetsTopic, syncs *syncEmitter) *copier {
+	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
 		inflight: new(atomic.Int64), space: make(chan struct{}, 1)}
 	for _, w := range works {
 		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
@@ -264,6 +264,9 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	if err := c.syncs.finish(fctx); err != nil {
 		c.fail(err)
 	}
+	if _, err := c.offsets.wait(fctx); err != nil {
+		c.fail(fmt.Errorf("positions not stored: %w", err))
+	}
 	c.writePositions(fctx)
 	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
@@ -344,7 +347,7 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 			tps = append(tps, TP{t, p})
 		}
 	}
-	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsetsParts)
+	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
 	if err != nil {
 		// A canceled ctx means the group moved on (another member joined) before this
 		// assignment started: franz-go rejoins and assigns again, so it is no failure.
@@ -432,6 +435,11 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			break
 		}
 		if c.error() != nil {
+			return ReasonFailed
+		}
+		if err := c.offsets.failed(); err != nil {
+			// Copying on without a place for positions would only make duplicates.
+			c.fail(fmt.Errorf("positions cannot be stored: %w", err))
 			return ReasonFailed
 		}
 		if stopCtx.Err() != nil {
@@ -636,10 +644,16 @@ func prepareCopy(r *kgo.Record, remote string) {
 }
 
 // writePositions produces the position of every partition that advanced since the last write.
+// Before the offsets topic is ready (a first burst creates it while copying) it writes none;
+// a later call catches up.
 func (c *copier) writePositions(ctx context.Context) {
 	c.posMu.Lock()
 	defer c.posMu.Unlock()
 	c.reportMetrics(ctx)
+	parts, ok := c.offsets.ready()
+	if !ok {
+		return
+	}
 	for _, st := range c.states {
 		st.mu.Lock()
 		pos := st.position()
@@ -655,7 +669,7 @@ func (c *copier) writePositions(ctx context.Context) {
 			continue
 		}
 		c.posPending.Add(1)
-		c.posProd.Produce(ctx, c.e.positionRecord(st.w.tp, pos, c.offsetsParts), func(_ *kgo.Record, err error) {
+		c.posProd.Produce(ctx, c.e.positionRecord(st.w.tp, pos, parts), func(_ *kgo.Record, err error) {
 			c.posPending.Add(-1)
 			if err != nil {
 				c.fail(fmt.Errorf("writing position of %s to %q: %w", st.w.tp, c.e.opts.OffsetStorageTopic, err))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
 )
@@ -54,11 +55,11 @@ func syncProducerOpts() []kgo.Opt {
 // ensureSyncsTopic creates the offset-syncs topic if missing.
 func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 	topic, side := e.OffsetSyncsTopic()
-	adm := e.srcAdm
+	cl := e.src
 	if side == Target {
-		adm = e.tgtAdm
+		cl = e.tgt
 	}
-	if _, err := ensureTopic(ctx, adm, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
+	if _, _, err := cluster.EnsureTopic(ctx, cl, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
 		e.internalTopicConfigs(side)); err != nil {
 		return fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
 )
 
@@ -26,8 +27,13 @@ func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
 // ensureOffsetsTopic creates the offsets topic like a Connect worker would (compacted,
 // OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
 func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, bool, error) {
-	return ensureTopicCreated(ctx, e.tgtAdm, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
+	n, created, err := cluster.EnsureTopic(ctx, e.tgt, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
 		e.opts.OffsetStorageReplicationFactor, e.internalTopicConfigs(Target))
+	if err != nil {
+		return 0, false, fmt.Errorf("preparing offsets topic on target (offset.storage.partitions=%d, offset.storage.replication.factor=%d): %w",
+			e.opts.OffsetStoragePartitions, e.opts.OffsetStorageReplicationFactor, err)
+	}
+	return n, created, nil
 }
 
 // positionRecord returns the Connect offsets record storing last as the position of tp.

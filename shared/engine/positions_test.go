@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,40 @@ func TestOffsetSyncsOnTarget(t *testing.T) {
 		if len(ups) < 3 || ups[0] != 0 || ups[len(ups)-1] != 149 {
 			t.Errorf("partition %d syncs at upstream %v, want 0 ... 149 every ~50", p, ups)
 		}
+	}
+}
+
+// TestOffsetsTopicCreationFails: a first burst copies while it creates the offsets topic; when
+// that creation fails (here a replication factor the one-broker target cannot meet) the burst
+// fails naming the topic, and a corrected next burst copies everything again from the start:
+// duplicates, never a gap.
+func TestOffsetsTopicCreationFails(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "nooffsets"), 1, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 30)...)
+	f := newFlow(t, topic)
+	f.opts.OffsetStorageReplicationFactor = 3
+	s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
+	if err == nil || s.Reason != ReasonFailed {
+		t.Fatalf("burst with an offsets topic that cannot be created: reason %q, err %v; want failed", s.Reason, err)
+	}
+	t.Logf("failed burst: %d records, error: %v", s.Records, err)
+	if offsets := "mm2-offsets." + f.alias + ".internal"; !strings.Contains(err.Error(), offsets) || !strings.Contains(err.Error(), "offset.storage.replication.factor=3") {
+		t.Errorf("error %q does not name the offsets topic %s and its replication factor setting", err, offsets)
+	}
+	f.opts.OffsetStorageReplicationFactor = 1
+	if s := f.burst(BurstOptions{}); s.Records != 30 || s.Lag != 0 {
+		t.Errorf("corrected burst copied %d (lag %d), want all 30 again", s.Records, s.Lag)
+	}
+	want := sourceRecords(t, src, topic)
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	if len(got) < len(want) {
+		t.Fatalf("target has %d records, want at least %d", len(got), len(want))
+	}
+	// The corrected burst wrote the whole topic again after whatever the failed one wrote.
+	testkit.AssertSameRecords(t, want, got[len(got)-len(want):])
+	if p := f.positions()[TP{topic, 0}]; p != 29 {
+		t.Errorf("position after the corrected burst = %d, want 29", p)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -57,6 +57,11 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
+	return e.prepareTargets(ctx, topics)
+}
+
+// prepareTargets is PrepareTargets after the budget check.
+func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
 	if len(topics) == 0 {
 		return nil
 	}
@@ -118,7 +123,7 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 			}
 		}
 		for _, t := range missing {
-			if _, err := waitForTopic(ctx, e.tgtAdm, t.Remote); err != nil {
+			if _, err := cluster.WaitForTopic(ctx, e.tgt, t.Remote); err != nil {
 				return err
 			}
 		}
@@ -241,69 +246,6 @@ func sameValue(a, b *string) bool {
 		return a == b
 	}
 	return *a == *b
-}
-
-// ensureTopic creates a single-purpose internal topic if it does not exist and returns its
-// partition count.
-func ensureTopic(ctx context.Context, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) (int32, error) {
-	n, _, err := ensureTopicCreated(ctx, adm, name, partitions, rf, configs)
-	return n, err
-}
-
-// ensureTopicCreated is ensureTopic also reporting whether this call created the topic.
-func ensureTopicCreated(ctx context.Context, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) (n int32, created bool, err error) {
-	md, err := adm.Metadata(ctx, name)
-	if err != nil {
-		return 0, false, fmt.Errorf("describing topic %q: %w", name, err)
-	}
-	if d, ok := md.Topics[name]; ok && d.Err == nil && len(d.Partitions) > 0 {
-		return int32(len(d.Partitions)), false, nil
-	}
-	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	created = err == nil
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, false, fmt.Errorf("creating topic %q: %w", name, err)
-	}
-	n, err = waitForTopic(ctx, adm, name)
-	return n, created, err
-}
-
-// waitForTopic waits until a just-created topic has a leader for every partition (metadata
-// reaches brokers asynchronously) and returns its partition count.
-func waitForTopic(ctx context.Context, adm *kadm.Client, name string) (int32, error) {
-	for i := 0; ; i++ {
-		md, err := adm.Metadata(ctx, name)
-		if err != nil {
-			return 0, fmt.Errorf("describing topic %q: %w", name, err)
-		}
-		d, ok := md.Topics[name]
-		if ok && d.Err == nil && len(d.Partitions) > 0 {
-			ready := true
-			for _, p := range d.Partitions {
-				if p.Leader < 0 || p.Err != nil {
-					ready = false
-				}
-			}
-			if ready {
-				return int32(len(d.Partitions)), nil
-			}
-		}
-		if i >= 150 {
-			return 0, fmt.Errorf("topic %q has no leader after creation", name)
-		}
-		wait := 100 * time.Millisecond
-		if i < 25 {
-			wait = 20 * time.Millisecond // usually ready within a few tens of ms
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
 }
 
 func strp(s string) *string { return &s }

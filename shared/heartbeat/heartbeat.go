@@ -296,7 +296,7 @@ func (j *Job) ping(ctx context.Context) error {
 
 func (j *Job) emit(ctx context.Context, name, alias string, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat, configs map[string]*string) (Written, error) {
 	topic := j.opts.Policy.HeartbeatsTopic()
-	if err := ensureTopic(ctx, adm, topic, j.opts.HeartbeatsTopicReplicationFactor, configs); err != nil {
+	if _, _, err := cluster.EnsureTopic(ctx, cl, topic, 1, j.opts.HeartbeatsTopicReplicationFactor, configs); err != nil {
 		return Written{}, fmt.Errorf("heartbeats topic on %s %q: %w", name, alias, err)
 	}
 	hb.Timestamp = j.opts.Now().UnixMilli()
@@ -444,26 +444,4 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
 	}
-}
-
-// ensureTopic creates a one-partition topic with configs if it does not
-// exist. It works without the right to create topics when the topic exists.
-func ensureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16, configs map[string]*string) error {
-	md, err := adm.Metadata(ctx, name)
-	if err != nil {
-		return fmt.Errorf("describing topic %q: %w", name, err)
-	}
-	if d, ok := md.Topics[name]; ok && d.Err == nil && len(d.Partitions) > 0 {
-		return nil
-	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("describing topic %q: %w", name, d.Err)
-	}
-	resp, err := adm.CreateTopic(ctx, 1, rf, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("creating topic %q: %w", name, err)
-	}
-	return nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Env names set by test/kafka/kafka.sh env.
@@ -145,26 +146,32 @@ func CreateTopic(t testing.TB, bootstrap, name string, partitions int32, configs
 	DeleteTopicsAtEnd(t, bootstrap, name)
 	// CreateTopics returns once the KRaft controller committed the topic; the broker applies
 	// that metadata a moment later. Wait until its metadata lists every partition with a
-	// leader, so the code under test never races the topic's appearance.
+	// leader, so the code under test never races the topic's appearance. (A direct request:
+	// kadm's Metadata may answer from franz-go's cache, stale for up to 5 s.)
+	cl := Client(t, bootstrap)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(name)
+	req.Topics = append(req.Topics, rt)
 	for {
-		md, err := adm.Metadata(ctx, name)
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatalf("describing new topic %s on %s: %v", name, bootstrap, err)
 		}
-		if d, ok := md.Topics[name]; ok && d.Err == nil && int32(len(d.Partitions)) == partitions && allLed(d) {
+		if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && int32(len(resp.Topics[0].Partitions)) == partitions && allLed(resp.Topics[0]) {
 			return name
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-func allLed(d kadm.TopicDetail) bool {
-	for _, p := range d.Partitions {
-		if p.Leader < 0 || p.Err != nil {
+func allLed(t kmsg.MetadataResponseTopic) bool {
+	for _, p := range t.Partitions {
+		if p.Leader < 0 || p.ErrorCode != 0 {
 			return false
 		}
 	}
