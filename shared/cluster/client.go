@@ -267,7 +267,7 @@ func normalized(s Settings) (Settings, *EventHubsConnection, error) {
 			*d.v = d.def
 		}
 	}
-	env, prop := prefixes(s.Alias)
+	env, prop := prefixes(s.Role, s.Alias)
 	if errs := n.Normalize(env, prop); len(errs) > 0 {
 		joined := make([]error, len(errs))
 		for i, e := range errs {
@@ -279,9 +279,12 @@ func normalized(s Settings) (Settings, *EventHubsConnection, error) {
 }
 
 // prefixes returns the environment variable and MM2 property prefixes of a
-// cluster, assuming (Settings does not say) that its role is its alias:
-// MM2_SOURCE_ / source. for alias "source".
-func prefixes(alias string) (env, prop string) {
+// cluster: MM2_SOURCE_ and primary. for role "source" and alias "primary".
+// Without a role the alias stands for it.
+func prefixes(role, alias string) (env, prop string) {
+	if role == "" {
+		role = alias
+	}
 	up := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z':
@@ -290,11 +293,15 @@ func prefixes(alias string) (env, prop string) {
 			return r
 		}
 		return '_'
-	}, alias)
+	}, role)
+	prop = alias + "."
 	if alias == "" {
-		return "MM2_", ""
+		prop = ""
 	}
-	return "MM2_" + up + "_", alias + "."
+	if role == "" {
+		return "MM2_", prop
+	}
+	return "MM2_" + up + "_", prop
 }
 
 // propError is a problem with one MM2 property (without the cluster
@@ -316,7 +323,7 @@ func settingErr(s Settings, err error) error {
 	if !errors.As(err, &pe) {
 		return redact(fmt.Errorf("cluster %q: %w", s.Alias, err), secretsOf(s))
 	}
-	env, prop := prefixes(s.Alias)
+	env, prop := prefixes(s.Role, s.Alias)
 	return redact(&SettingError{
 		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(pe.prop)),
 		Property: prop + pe.prop,

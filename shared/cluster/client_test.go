@@ -99,6 +99,26 @@ func TestOptionsInvalidCombinations(t *testing.T) {
 	}
 }
 
+// TestErrorsNameRoleAndAlias: a cluster aliased "primary" in the source role is configured by
+// MM2_SOURCE_* variables and primary.* properties; its errors name both, never MM2_PRIMARY_*.
+func TestErrorsNameRoleAndAlias(t *testing.T) {
+	s := Settings{Alias: "primary", Role: "source", BootstrapServers: []string{"127.0.0.1:9092"}, SecurityProtocol: "SSL", SSLTruststoreLocation: "/nonexistent/ca.pem"}
+	_, err := Options(s, nil)
+	if err == nil || !strings.Contains(err.Error(), "MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (primary.ssl.truststore.location)") {
+		t.Errorf("error %v, want it to name MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (primary.ssl.truststore.location)", err)
+	}
+	s = Settings{Alias: "primary", Role: "target", BootstrapServers: []string{"broker"}}
+	_, err = Options(s, nil)
+	if err == nil || !strings.Contains(err.Error(), "MM2_TARGET_BOOTSTRAP_SERVERS") || !strings.Contains(err.Error(), "primary.bootstrap.servers") || strings.Contains(err.Error(), "MM2_PRIMARY") {
+		t.Errorf("error %v, want MM2_TARGET_BOOTSTRAP_SERVERS and primary.bootstrap.servers", err)
+	}
+	s = Settings{Alias: "primary", Role: "target", BootstrapServers: []string{"ns.servicebus.windows.net:9093"},
+		EventHubs: ProfileConfig{Mode: ProfileOn}, ProducerCompressionType: "lz4"}
+	if _, err := SettingsProfile(s); err == nil || !strings.Contains(err.Error(), "MM2_TARGET_PRODUCER_COMPRESSION_TYPE (primary.producer.compression.type)") {
+		t.Errorf("profile error %v, want it to name MM2_TARGET_PRODUCER_COMPRESSION_TYPE (primary.producer.compression.type)", err)
+	}
+}
+
 func TestOptionsValid(t *testing.T) {
 	p := newTestPKI(t)
 	for _, test := range []struct {

@@ -151,7 +151,11 @@ type Profile struct {
 // string, and its producer compression type (none, gzip, snappy, lz4, zstd).
 // It fails when the profile is on and the compression cannot work there.
 func NewProfile(alias string, pc ProfileConfig, bootstrap []string, connectionString bool, compression string) (Profile, error) {
-	env, _ := prefixes(alias)
+	return newProfile("", alias, pc, bootstrap, connectionString, compression)
+}
+
+func newProfile(role, alias string, pc ProfileConfig, bootstrap []string, connectionString bool, compression string) (Profile, error) {
+	env, _ := prefixes(role, alias)
 	var errs []string
 	pc.normalize(func(key, format string, args ...any) {
 		errs = append(errs, settingName(env, alias, key)+": "+fmt.Sprintf(format, args...))
@@ -354,5 +358,5 @@ func SettingsProfile(s Settings) (Profile, error) {
 	if err != nil {
 		return Profile{}, err
 	}
-	return NewProfile(s.Alias, s.EventHubs, bootstrap, s.EventHubsConnectionString.IsSet(), s.ProducerCompressionType)
+	return newProfile(s.Role, s.Alias, s.EventHubs, bootstrap, s.EventHubsConnectionString.IsSet(), s.ProducerCompressionType)
 }

@@ -22,6 +22,10 @@ type Settings struct {
 	// Alias is the cluster's MM2 alias ("source", "primary", ...); set by
 	// shared/config from MM2_SOURCE_ALIAS / MM2_TARGET_ALIAS or the flow.
 	Alias string `ignored:"true"`
+	// Role is "source" or "target": which MM2_SOURCE_* / MM2_TARGET_* variables configure
+	// the cluster, so messages name them whatever the alias; set by shared/config. Empty
+	// means the alias is the role.
+	Role string `ignored:"true"`
 
 	// BootstrapServers are host:port seed brokers. Normalize derives them
 	// from EventHubsConnectionString when empty.

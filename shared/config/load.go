@@ -190,6 +190,7 @@ func (c *Config) validate() []*cluster.SettingError {
 		bad("MM2_TARGET_ALIAS", "target.cluster.alias", "must differ from the source alias %q", c.SourceAlias)
 	}
 	c.Source.Alias, c.Target.Alias = c.SourceAlias, c.TargetAlias
+	c.Source.Role, c.Target.Role = "source", "target"
 	errs = append(errs, c.Source.Normalize("MM2_SOURCE_", c.SourceAlias+".")...)
 	errs = append(errs, c.Target.Normalize("MM2_TARGET_", c.TargetAlias+".")...)
 

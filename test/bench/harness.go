@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,6 +145,11 @@ func (h *harness) seed(ctx context.Context, w workload, topics []string) error {
 	if _, err := h.srcAdm.CreateTopics(ctx, w.Partitions, 1, map[string]*string{"retention.ms": ptr("-1")}, topics...); err != nil {
 		return fmt.Errorf("creating source topics: %w", err)
 	}
+	return h.produce(ctx, w, topics)
+}
+
+// produce writes the workload's records into its existing source topics.
+func (h *harness) produce(ctx context.Context, w workload, topics []string) error {
 	if w.Topics == 1 && w.Records >= 10_000 {
 		_, _, err := h.producerPerf(ctx, h.source, topics[0], w.Records, w.Size)
 		return err
@@ -190,12 +196,18 @@ type contender struct {
 	PeakRSSKiB  int64         `json:"peak_rss_kib"`
 	CPUSeconds  float64       `json:"cpu_s"`
 	Copied      int64         `json:"copied"`
+	// BurstFirstRecordMS is mirror run's own figure (its summary's first_record_ms): from the
+	// burst's start, just before its first request to a broker, to the first record
+	// acknowledged by the target. -1 where the contender reports none.
+	BurstFirstRecordMS int64 `json:"burst_first_record_ms"`
 }
 
-// watch starts cmd and polls the target until want records arrived in topics, then calls
-// finish (which must make cmd exit) and collects the child's peak RSS and CPU time.
+// watch starts cmd and polls the target until want more records than topics held before
+// arrived, then calls finish (which must make cmd exit) and collects the child's peak RSS and
+// CPU time.
 func (h *harness) watch(ctx context.Context, cmd *exec.Cmd, topics []string, want int64, bytes int64, finish func()) (contender, error) {
-	var c contender
+	c := contender{BurstFirstRecordMS: -1}
+	base := h.targetCount(ctx, topics)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return c, err
@@ -212,7 +224,7 @@ func (h *harness) watch(ctx context.Context, cmd *exec.Cmd, topics []string, wan
 poll:
 	for {
 		hwm = max(hwm, vmHWM(cmd.Process.Pid))
-		n := h.targetCount(ctx, topics)
+		n := h.targetCount(ctx, topics) - base
 		if n > 0 && c.FirstRecord == 0 {
 			c.FirstRecord = time.Since(start)
 		}
@@ -228,7 +240,7 @@ poll:
 			exitedEarly = true
 			c.Done = time.Since(start)
 			for end := time.Now().Add(30 * time.Second); n < want && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				n = h.targetCount(ctx, topics)
+				n = h.targetCount(ctx, topics) - base
 			}
 			if c.FirstRecord == 0 {
 				c.FirstRecord = c.Done
@@ -340,7 +352,31 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (c
 	}
 	defer logFile.Close()
 	// mirror run exits by itself once done (after committing its positions): just wait.
-	return h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c, err := h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	if err == nil {
+		c.BurstFirstRecordMS, err = burstFirstRecord(logFile.Name())
+	}
+	return c, err
+}
+
+// burstFirstRecord returns first_record_ms of the burst summary that mirror run printed last
+// in its log.
+func burstFirstRecord(logPath string) (int64, error) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return -1, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var sum struct {
+			FirstRecordMS *int64 `json:"first_record_ms"`
+			Reason        string `json:"reason"`
+		}
+		if json.Unmarshal([]byte(lines[i]), &sum) == nil && sum.FirstRecordMS != nil && sum.Reason != "" {
+			return *sum.FirstRecordMS, nil
+		}
+	}
+	return -1, fmt.Errorf("no burst summary in %s", logPath)
 }
 
 func ptr(s string) *string { return &s }

@@ -96,6 +96,10 @@ type workload struct {
 	Partitions int32  `json:"partitions"`
 	Records    int    `json:"records_per_topic"`
 	Size       int    `json:"record_bytes"`
+	// Resumed: every contender first copies a first set of records (not measured), so its
+	// topics and stored positions exist; then the records are produced again and the measured
+	// run copies only those: the cost of a scale-to-zero instance picking up where it stopped.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 func (w workload) totalRecords() int { return w.Topics * w.Records }
@@ -114,6 +118,7 @@ func workloads(scale float64) []workload {
 		{Name: "200k-x-4KB", Topics: 1, Partitions: 8, Records: n(200_000), Size: 4096},
 		{Name: "50-topics", Topics: 50, Partitions: 1, Records: n(2_000), Size: 512},
 		{Name: "tiny-10", Topics: 1, Partitions: 1, Records: 10, Size: 512},
+		{Name: "tiny-10-resumed", Topics: 1, Partitions: 1, Records: 10, Size: 512, Resumed: true},
 	}
 }
 

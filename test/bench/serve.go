@@ -12,7 +12,8 @@ import (
 )
 
 // runServe measures fetch mode: `mirror serve` on a free port, driven by the KafkaSource-like
-// driver (ordered delivery, a fresh consumer group) over the same backlog. Times are from the
+// driver (ordered delivery, a consumer group of its own per workload, so a resumed workload's
+// second run continues from the first's commits) over the same backlog. Times are from the
 // serve process's start; done = every record on the target.
 func (h *harness) runServe(ctx context.Context, w workload, topics []string) (contender, error) {
 	const alias = "svsrc"
@@ -44,7 +45,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string) (co
 			time.Sleep(5 * time.Millisecond)
 		}
 		d, err := kafkasource.New(kafkasource.Config{Bootstrap: h.source, Topics: topics,
-			Group: fmt.Sprintf("bench-serve-%d", time.Now().UnixNano()), Sink: base + "/",
+			Group: "bench-serve-" + topics[0], Sink: base + "/",
 			Source: kafkasource.Source{Namespace: "bench", Name: "mirror"}})
 		if err != nil {
 			driverDone <- err
