@@ -137,8 +137,8 @@ func TestDefaults(t *testing.T) {
 		ConsumerAutoOffsetReset: "earliest", ConsumerIsolationLevel: "read_uncommitted", ProducerCompressionType: "none", ProducerLingerMS: 5,
 	}
 	want.Source, want.Target = clusterDefaults, clusterDefaults
-	want.Source.Alias, want.Source.BootstrapServers = "source", []string{"a:1"}
-	want.Target.Alias, want.Target.BootstrapServers = "target", []string{"b:2"}
+	want.Source.Alias, want.Source.Role, want.Source.BootstrapServers = "source", "source", []string{"a:1"}
+	want.Target.Alias, want.Target.Role, want.Target.BootstrapServers = "target", "target", []string{"b:2"}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
