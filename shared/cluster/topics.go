@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -24,25 +26,36 @@ type TopicState struct {
 // moment ago can look absent there for seconds; this request is never answered from the cache
 // (and refreshes it for later kadm calls on cl).
 func DescribeTopic(ctx context.Context, cl *kgo.Client, name string) (TopicState, error) {
+	st, err := DescribeTopics(ctx, cl, name)
+	return st[name], err
+}
+
+// DescribeTopics is DescribeTopic for several topics in one request.
+func DescribeTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[string]TopicState, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(name)
-	req.Topics = append(req.Topics, rt)
+	for _, name := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return TopicState{}, fmt.Errorf("describing topic %q: %w", name, err)
+		return nil, fmt.Errorf("describing topics %s: %w", strings.Join(names, ", "), err)
 	}
+	out := make(map[string]TopicState, len(names))
 	for _, t := range resp.Topics {
-		if t.Topic == nil || *t.Topic != name {
+		if t.Topic == nil {
 			continue
 		}
+		name := *t.Topic
 		switch err := kerr.ErrorForCode(t.ErrorCode); {
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			return TopicState{}, nil
+			continue
 		case errors.Is(err, kerr.LeaderNotAvailable):
-			return TopicState{Exists: true}, nil // still being created
+			out[name] = TopicState{Exists: true} // still being created
+			continue
 		case err != nil:
-			return TopicState{}, fmt.Errorf("describing topic %q: %w", name, err)
+			return nil, fmt.Errorf("describing topic %q: %w", name, err)
 		}
 		st := TopicState{Exists: true, Partitions: int32(len(t.Partitions)), Led: len(t.Partitions) > 0}
 		for _, p := range t.Partitions {
@@ -50,24 +63,40 @@ func DescribeTopic(ctx context.Context, cl *kgo.Client, name string) (TopicState
 				st.Led = false
 			}
 		}
-		return st, nil
+		out[name] = st
 	}
-	return TopicState{}, nil
+	return out, nil
 }
 
 // WaitForTopic waits until a just-created topic has a leader for every partition (a broker
 // learns of a new topic a moment after CreateTopics answers) and returns its partition count.
 func WaitForTopic(ctx context.Context, cl *kgo.Client, name string) (int32, error) {
+	n, err := WaitForTopics(ctx, cl, name)
+	return n[name], err
+}
+
+// WaitForTopics is WaitForTopic for several topics, one request per check.
+func WaitForTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[string]int32, error) {
+	out := make(map[string]int32, len(names))
+	pending := names
 	for i := 0; ; i++ {
-		st, err := DescribeTopic(ctx, cl, name)
+		st, err := DescribeTopics(ctx, cl, pending...)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if st.Led {
-			return st.Partitions, nil
+		var still []string
+		for _, name := range pending {
+			if s := st[name]; s.Led {
+				out[name] = s.Partitions
+			} else {
+				still = append(still, name)
+			}
+		}
+		if pending = still; len(pending) == 0 {
+			return out, nil
 		}
 		if i >= 200 {
-			return 0, fmt.Errorf("topic %q still lacks a leader for some partition %d checks after its creation", name, i)
+			return nil, fmt.Errorf("topics %s still lack a leader for some partition %d checks after their creation", strings.Join(pending, ", "), i)
 		}
 		wait := 100 * time.Millisecond
 		if i < 50 {
@@ -75,10 +104,57 @@ func WaitForTopic(ctx context.Context, cl *kgo.Client, name string) (int32, erro
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for topic %q: %w", name, ctx.Err())
+			return nil, fmt.Errorf("waiting for topics %s: %w", strings.Join(pending, ", "), ctx.Err())
 		case <-time.After(wait):
 		}
 	}
+}
+
+// NewTopic is one topic to create.
+type NewTopic struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	Configs           map[string]*string
+}
+
+// CreateTopics creates topics in one request (the controller handles them together, where one
+// request per topic would queue) and returns the first failure; a topic that already exists
+// is no failure. It does not wait for the new topics' leaders: see WaitForTopics.
+func CreateTopics(ctx context.Context, cl *kgo.Client, topics ...NewTopic) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 60_000
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
+		keys := make([]string, 0, len(t.Configs))
+		for k := range t.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, t.Configs[k]
+			rt.Configs = append(rt.Configs, c)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("creating topics: %w", err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			if t.ErrorMessage != nil && *t.ErrorMessage != "" {
+				err = fmt.Errorf("%w: %s", err, *t.ErrorMessage)
+			}
+			return fmt.Errorf("creating topic %q: %w", t.Topic, err)
+		}
+	}
+	return nil
 }
 
 // EnsureTopic creates topic name with the given partitions, replication factor and configs if

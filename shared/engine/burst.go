@@ -341,6 +341,9 @@ func (e *Engine) planFrom(ctx context.Context, tps []TP, remote map[string]strin
 		switch {
 		case has && pos >= 0 && pos+1 <= en.Offset:
 			w.start = max(pos+1, s.Offset)
+			if w.start >= w.end && e.refreshPositions() {
+				w.initPos = pos // idle: store it again so it outlives the topic's retention
+			}
 		case has && pos >= 0:
 			e.log.Warn("stored position is beyond the source partition's end (topic recreated or truncated?); starting at its start",
 				"partition", tp.String(), "position", pos, "end", en.Offset)
@@ -355,6 +358,16 @@ func (e *Engine) planFrom(ctx context.Context, tps []TP, remote map[string]strin
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// refreshPositions reports whether bursts store the unchanged positions of idle partitions
+// again. An offsets topic without compaction (Event Hubs tiers that lack it) drops position
+// records after its retention, so a partition idle for longer would lose its position and be
+// copied again from its start. Exactly-once runs leave it: a transaction per idle partition
+// per burst costs more than it saves.
+func (e *Engine) refreshPositions() bool {
+	p := e.opts.TargetProfile
+	return p.EventHubs && !p.CompactInternalTopics && !e.opts.ExactlyOnce
 }
 
 // finishSummary builds a Summary from per-partition results.

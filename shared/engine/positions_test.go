@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/test/testkit"
 )
@@ -198,5 +199,64 @@ func TestOffsetsTopicCreationFails(t *testing.T) {
 	testkit.AssertSameRecords(t, want, got[len(got)-len(want):])
 	if p := f.positions()[TP{topic, 0}]; p != 29 {
 		t.Errorf("position after the corrected burst = %d, want 29", p)
+	}
+}
+
+// TestIdlePositionsRefreshedWithoutCompaction: on an Event Hubs target without compaction the
+// offsets topic is created with delete retention, and a burst that finds a partition idle
+// stores its unchanged position again (so it outlives the retention); with compaction, an
+// idle partition's position is not rewritten.
+func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compaction=%v", compact), func(t *testing.T) {
+			c := testkit.Require(t)
+			src := c.Source.Bootstrap
+			topic := testkit.CreateTopic(t, src, testkit.Name(t, "idle"), 2, nil)
+			testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 20)...)
+			f := newFlow(t, topic)
+			f.opts.TargetProfile = cluster.Profile{Cluster: "target", EventHubs: true, CompactInternalTopics: compact}
+			offsets := "mm2-offsets." + f.alias + ".internal"
+			count := func() map[TP]int {
+				n := map[TP]int{}
+				for _, r := range testkit.ReadAll(t, c.Target.Bootstrap, offsets) {
+					k, err := mm2.DecodeOffsetKey(r.Key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n[TP{k.Topic, k.Partition}]++
+				}
+				return n
+			}
+			f.burst(BurstOptions{})
+			if v, _ := remoteConfig(t, c.Target.Bootstrap, offsets, "cleanup.policy"); (v == "compact") != compact {
+				t.Errorf("offsets topic cleanup.policy = %q with compaction %v", v, compact)
+			}
+			first := count()
+			// Partition 1 gets new records, partition 0 stays idle.
+			more := testkit.SampleRecords(topic, 2, 10)
+			for _, r := range more {
+				r.Partition = 1
+			}
+			testkit.Produce(t, src, more...)
+			if s := f.burst(BurstOptions{}); s.Records != 10 {
+				t.Fatalf("second burst copied %d, want 10", s.Records)
+			}
+			second := count()
+			idle, busy := TP{topic, 0}, TP{topic, 1}
+			wantIdle := first[idle]
+			if !compact {
+				wantIdle++
+			}
+			if second[idle] != wantIdle {
+				t.Errorf("idle partition: %d position records after the second burst, want %d (first burst wrote %d)", second[idle], wantIdle, first[idle])
+			}
+			if second[busy] <= first[busy] {
+				t.Errorf("busy partition: %d position records after the second burst, want more than %d", second[busy], first[busy])
+			}
+			pos := f.positions()
+			if pos[idle] != 9 || pos[busy] != 19 {
+				t.Errorf("positions %v, want %s at 9 and %s at 19", pos, idle, busy)
+			}
+		})
 	}
 }

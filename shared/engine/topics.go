@@ -106,6 +106,8 @@ func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
 				return err
 			}
 		}
+		news := make([]cluster.NewTopic, 0, len(missing))
+		created := make([]string, 0, len(missing))
 		for _, t := range missing {
 			configs := map[string]*string{}
 			for _, c := range srcConfigs[t.Source] {
@@ -114,18 +116,14 @@ func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
 				}
 			}
 			e.log.Info("creating remote topic", "topic", t.Remote, "partitions", t.Partitions, "configs", len(configs))
-			resp, err := e.tgtAdm.CreateTopic(ctx, t.Partitions, e.opts.ReplicationFactor, configs, t.Remote)
-			if err == nil {
-				err = resp.Err
-			}
-			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-				return fmt.Errorf("creating remote topic %q: %w", t.Remote, err)
-			}
+			news = append(news, cluster.NewTopic{Name: t.Remote, Partitions: t.Partitions, ReplicationFactor: e.opts.ReplicationFactor, Configs: configs})
+			created = append(created, t.Remote)
 		}
-		for _, t := range missing {
-			if _, err := cluster.WaitForTopic(ctx, e.tgt, t.Remote); err != nil {
-				return err
-			}
+		if err := cluster.CreateTopics(ctx, e.tgt, news...); err != nil {
+			return fmt.Errorf("creating remote topics: %w", err)
+		}
+		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
+			return err
 		}
 	}
 	if e.opts.SyncTopicConfigs && e.copyConfigs() && len(existing) > 0 {
