@@ -208,12 +208,16 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// Admin clients: short metadata cache, so topics just created are seen at once.
-	src, err := dial(ctx, Source, kgo.MetadataMinAge(100*time.Millisecond))
+	// Every client of the engine refreshes metadata at most 100 ms apart instead of franz-go's
+	// 5 s: the admin clients must see topics created a moment ago, and a producer whose first
+	// batch to a new remote topic meets NOT_LEADER_FOR_PARTITION (the broker publishes a new
+	// partition's leader a moment before it serves it) must not wait 5 s to retry.
+	dial = shortMetadataCache(dial)
+	src, err := dial(ctx, Source)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to source cluster: %w", err)
 	}
-	tgt, err := dial(ctx, Target, kgo.MetadataMinAge(100*time.Millisecond))
+	tgt, err := dial(ctx, Target)
 	if err != nil {
 		src.Close()
 		return nil, fmt.Errorf("connecting to target cluster: %w", err)
@@ -225,6 +229,13 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	e.reuse.space = make(chan struct{}, 1)
 	e.logProfiles()
 	return e, nil
+}
+
+// shortMetadataCache returns dial with kgo.MetadataMinAge(100 ms) before the caller's options.
+func shortMetadataCache(dial DialFunc) DialFunc {
+	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		return dial(ctx, side, append([]kgo.Opt{kgo.MetadataMinAge(100 * time.Millisecond)}, extra...)...)
+	}
 }
 
 // Close releases the engine's clients.

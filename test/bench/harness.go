@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -174,7 +175,23 @@ func (h *harness) produce(ctx context.Context, w workload, topics []string) erro
 
 // targetCount sums the end offsets of topics on the target (missing topics count 0).
 func (h *harness) targetCount(ctx context.Context, topics []string) int64 {
-	ends, err := h.tgtAdm.ListEndOffsets(ctx, topics...)
+	// Ask for the end offsets of existing topics only: franz-go retries metadata of an unknown
+	// topic before giving up, which would delay the count by up to a second while the
+	// contender is still creating its remote topics.
+	st, err := cluster.DescribeTopics(ctx, h.clients[1], topics...)
+	if err != nil {
+		return 0
+	}
+	var existing []string
+	for _, t := range topics {
+		if st[t].Led {
+			existing = append(existing, t)
+		}
+	}
+	if len(existing) == 0 {
+		return 0
+	}
+	ends, err := h.tgtAdm.ListEndOffsets(ctx, existing...)
 	if err != nil {
 		return 0
 	}
