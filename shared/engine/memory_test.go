@@ -46,8 +46,11 @@ func TestBurstMemoryBounded(t *testing.T) {
 				})
 				t.Logf("%s: %d records in %s, peak live heap %.1f MiB", topic, s.Records, s.Duration, float64(peak[topic])/(1<<20))
 			}
-			// Slack for the clients' own state (connections, metadata, producer batches).
-			if limit := 2*peak[small] + 24<<20; peak[large] > limit {
+			// Slack for the clients' own state (connections, metadata, producer batches, which
+			// fill more when the copy runs at full speed without the race detector: 58-77 MiB
+			// live for the large backlog then, 34-44 MiB under -race). A heap that followed the
+			// backlog would be some 200 MiB larger.
+			if limit := 2*peak[small] + 40<<20; peak[large] > limit {
 				t.Errorf("peak live heap grew with the backlog: %.1f MiB for 200k records vs %.1f MiB for 20k (limit %.1f MiB)",
 					float64(peak[large])/(1<<20), float64(peak[small])/(1<<20), float64(limit)/(1<<20))
 			}
