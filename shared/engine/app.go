@@ -19,9 +19,10 @@ import (
 // EnvAutoOffsetReset names the source consumer's auto.offset.reset setting in messages.
 const EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
 
-// Dialer returns the DialFunc building clients from the two clusters' settings.
+// Dialer returns the DialFunc building clients from the two clusters' settings, with the
+// engine's client defaults (see withClientDefaults), also for callers' own clients such as mirror serve's.
 func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
-	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+	return withClientDefaults(func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
 		s := cfg.Source
 		if side == Target {
 			s = cfg.Target
@@ -31,7 +32,7 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 			return nil, err
 		}
 		return cluster.Dialer(s, p, logger)(ctx, extra...)
-	}
+	})
 }
 
 // OptionsFromConfig maps loaded settings to engine Options. The source cluster's

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
 // BenchmarkRecordPath measures the engine's per-record work in an at-least-once burst without
@@ -20,8 +18,8 @@ func BenchmarkRecordPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30}}
-	syncs := &syncEmitter{w: offsetsync.NewWriter(100), cl: cl, topic: "mm2-offset-syncs.t.internal"}
+	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+	syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false)
 	w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
 	c := newCopier(e, BurstOptions{}, []*work{w}, knownOffsets(25), syncs)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -193,7 +193,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		fresh                bool
 	)
 	prepared := make(chan struct{})
-	wg.Go(func() { syncs, syncsErr = newSyncs(ctx) })
+	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
 	wg.Go(func() {
 		defer close(prepared)
 		if prepare != nil {
@@ -201,6 +201,10 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}
 	})
+	var (
+		freshWorks []*work
+		freshErr   error
+	)
 	if deferrable {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
@@ -212,6 +216,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 				offsets.parts, _, offsets.err = ensureOffsets(ctx)
 			}()
 			defer func() { <-offsets.done }()
+			// No position can be stored yet: plan from the source's offsets alone, meanwhile.
+			wg.Go(func() { freshWorks, freshErr = e.planFrom(ctx, tps, remote, limit, nil) })
 		}
 	}
 	if offsets == nil && offsetsErr == nil {
@@ -238,8 +244,10 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	switch {
 	case bo.Group != "":
 		// The group assigns partitions; they are planned as they arrive.
+	case fresh && deferrable:
+		works, err = freshWorks, freshErr // planned while the topics were prepared
 	case fresh:
-		// The offsets topic did not exist: no position can be stored yet (at-least-once
+		// This run created the offsets topic: no position can be stored yet (at-least-once
 		// only; in exactly-once mode positions are always read after fencing).
 		works, err = e.planFrom(ctx, tps, remote, limit, nil)
 	default:

@@ -442,6 +442,10 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.fail(fmt.Errorf("positions cannot be stored: %w", err))
 			return ReasonFailed
 		}
+		if err := c.syncs.failed(); err != nil {
+			c.fail(fmt.Errorf("offset syncs cannot be stored: %w", err))
+			return ReasonFailed
+		}
 		if stopCtx.Err() != nil {
 			break
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -208,11 +209,9 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// Every client of the engine refreshes metadata at most 100 ms apart instead of franz-go's
-	// 5 s: the admin clients must see topics created a moment ago, and a producer whose first
-	// batch to a new remote topic meets NOT_LEADER_FOR_PARTITION (the broker publishes a new
-	// partition's leader a moment before it serves it) must not wait 5 s to retry.
-	dial = shortMetadataCache(dial)
+	// Every client of the engine refreshes metadata at most 100 ms apart and retries with
+	// Java's backoff (see withClientDefaults).
+	dial = withClientDefaults(dial)
 	src, err := dial(ctx, Source)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to source cluster: %w", err)
@@ -231,11 +230,29 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	return e, nil
 }
 
-// shortMetadataCache returns dial with kgo.MetadataMinAge(100 ms) before the caller's options.
-func shortMetadataCache(dial DialFunc) DialFunc {
+// withClientDefaults returns dial with two options before the caller's. Metadata is refreshed
+// at most 100 ms apart instead of franz-go's 5 s: the admin clients must see topics created a
+// moment ago, and a KRaft broker names a new partition's leader a moment before it serves it,
+// so the first batch to a new remote topic can meet NOT_LEADER_FOR_PARTITION and must not wait
+// 5 s for the next refresh. Retries back off like Java clients (retry.backoff.ms=100 doubling
+// to retry.backoff.max.ms=1000, ±20% jitter) instead of franz-go's 250 ms doubling to 5 s: a
+// burst waiting 4 s to retry a partition that became ready meanwhile only loses time.
+func withClientDefaults(dial DialFunc) DialFunc {
 	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
-		return dial(ctx, side, append([]kgo.Opt{kgo.MetadataMinAge(100 * time.Millisecond)}, extra...)...)
+		return dial(ctx, side, append([]kgo.Opt{
+			kgo.MetadataMinAge(50 * time.Millisecond),
+			kgo.RetryBackoffFn(retryBackoff),
+		}, extra...)...)
 	}
+}
+
+// retryBackoff is Java's client backoff: 100 ms doubling per failure up to 1 s, ±20% jitter.
+func retryBackoff(fails int) time.Duration {
+	d := time.Second
+	if fails < 5 {
+		d = 100 * time.Millisecond << max(fails-1, 0) // 100, 200, 400, 800 ms
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // Close releases the engine's clients.

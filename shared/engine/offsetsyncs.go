@@ -28,24 +28,47 @@ type syncEmitter struct {
 	mu   sync.Mutex
 	err  error
 	sent int64
+
+	// topicReady is closed once the offset-syncs topic exists (at once unless a first burst
+	// creates it in the background); topicErr is why it could not be created.
+	topicReady chan struct{}
+	topicErr   error
 }
 
 // newSyncEmitter creates the offset-syncs topic if missing (1 partition, compacted) and a
-// producer for it.
-func (e *Engine) newSyncEmitter(ctx context.Context) (*syncEmitter, error) {
-	if err := e.ensureSyncsTopic(ctx); err != nil {
-		return nil, err
-	}
+// producer for it. With inBackground the topic is created while the burst copies: the producer
+// then holds syncs for a topic it does not know yet until the topic appears, and finish
+// reports a creation that failed.
+func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEmitter, error) {
 	topic, side := e.OffsetSyncsTopic()
-	cl, err := e.dial(ctx, side, syncProducerOpts()...)
+	if !inBackground {
+		if err := e.ensureSyncsTopic(ctx); err != nil {
+			return nil, err
+		}
+	}
+	opts := syncProducerOpts()
+	if inBackground {
+		opts = append(opts, kgo.UnknownTopicRetries(-1))
+	}
+	cl, err := e.dial(ctx, side, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 	}
-	return newEmitter(e, cl, topic, false), nil
+	s := newEmitter(e, cl, topic, false)
+	if inBackground {
+		s.topicReady = make(chan struct{})
+		go func() {
+			defer close(s.topicReady)
+			s.topicErr = e.ensureSyncsTopic(ctx)
+		}()
+	}
+	return s, nil
 }
 
 func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitter {
-	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared}
+	ready := make(chan struct{})
+	close(ready)
+	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared, topicReady: ready}
 }
 
 func syncProducerOpts() []kgo.Opt {
@@ -61,7 +84,7 @@ func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 	}
 	if _, _, err := cluster.EnsureTopic(ctx, cl, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
 		e.internalTopicConfigs(side)); err != nil {
-		return fmt.Errorf("preparing offset-syncs topic on %s: %w", side, err)
+		return fmt.Errorf("preparing offset-syncs topic on %s (offset-syncs.topic.replication.factor=%d): %w", side, e.opts.OffsetSyncsTopicReplicationFactor, err)
 	}
 	return nil
 }
@@ -118,6 +141,14 @@ func (s *syncEmitter) error() error {
 
 // finish promotes and sends every remaining sync and waits for them.
 func (s *syncEmitter) finish(ctx context.Context) error {
+	select {
+	case <-s.topicReady:
+		if s.topicErr != nil {
+			return s.topicErr
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the offset-syncs topic %q: %w", s.topic, ctx.Err())
+	}
 	if err := s.send(ctx, true); err != nil {
 		return err
 	}
@@ -131,8 +162,20 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 	return s.error()
 }
 
+// failed returns why the offset-syncs topic could not be created, nil while it is being
+// created or when it exists.
+func (s *syncEmitter) failed() error {
+	select {
+	case <-s.topicReady:
+		return s.topicErr
+	default:
+		return nil
+	}
+}
+
 func (s *syncEmitter) close() {
 	if !s.shared {
 		s.cl.Close()
 	}
+	<-s.topicReady // the background creation ends with the burst's context
 }

@@ -260,3 +260,36 @@ func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
 		})
 	}
 }
+
+// TestOffsetSyncsTopicCreationFails: a first burst creates the offset-syncs topic while it
+// copies; when that fails the burst fails naming the topic and the setting, and a corrected
+// burst leaves every source record on the target.
+func TestOffsetSyncsTopicCreationFails(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "nosyncs"), 1, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 30)...)
+	f := newFlow(t, topic)
+	f.opts.OffsetSyncsTopicReplicationFactor = 3
+	s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
+	t.Logf("failed burst: %d records, error: %v", s.Records, err)
+	if err == nil || s.Reason != ReasonFailed {
+		t.Fatalf("burst with an offset-syncs topic that cannot be created: reason %q, err %v; want failed", s.Reason, err)
+	}
+	if syncs := "mm2-offset-syncs.t" + f.alias + ".internal"; !strings.Contains(err.Error(), syncs) || !strings.Contains(err.Error(), "offset-syncs.topic.replication.factor=3") {
+		t.Errorf("error %q does not name the offset-syncs topic %s and its replication factor setting", err, syncs)
+	}
+	f.opts.OffsetSyncsTopicReplicationFactor = 1
+	if s := f.burst(BurstOptions{}); s.Lag != 0 || s.Reason != ReasonDone {
+		t.Errorf("corrected burst: reason %q, lag %d; want done, 0", s.Reason, s.Lag)
+	}
+	want := sourceRecords(t, src, topic)
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	if len(got) < len(want) {
+		t.Fatalf("target has %d records, want at least %d", len(got), len(want))
+	}
+	testkit.AssertSameRecords(t, want, got[len(got)-len(want):])
+	if p := f.positions()[TP{topic, 0}]; p != 29 {
+		t.Errorf("position after the corrected burst = %d, want 29", p)
+	}
+}

@@ -110,7 +110,7 @@ func (e *Engine) reusedOffsetsTopic(ctx context.Context) (int32, bool, error) {
 
 // reusedSyncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
 // checked at most once per reuseTTL). The emitter waits for its own syncs only.
-func (e *Engine) reusedSyncEmitter(ctx context.Context) (*syncEmitter, error) {
+func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) {
 	r := &e.reuse
 	r.mu.Lock()
 	defer r.mu.Unlock()

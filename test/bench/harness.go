@@ -57,8 +57,11 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	h.source = fmt.Sprintf("127.0.0.1:%d", srcPort)
 	h.target = fmt.Sprintf("127.0.0.1:%d", tgtPort)
 	for _, addr := range []string{h.source, h.target} {
-		// The contenders create the remote topics: metadata must not be cached long.
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MetadataMinAge(10*time.Millisecond))
+		// The contenders create the remote topics: metadata must not be cached long, and a
+		// request meeting a partition that is not served yet is retried at once (franz-go's
+		// default backoff would delay the harness's count by up to seconds).
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MetadataMinAge(10*time.Millisecond),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 5 * time.Millisecond }))
 		if err != nil {
 			return err
 		}
