@@ -122,12 +122,33 @@ type NewTopic struct {
 // request per topic would queue) and returns the first failure; a topic that already exists
 // is no failure. It does not wait for the new topics' leaders: see WaitForTopics.
 func CreateTopics(ctx context.Context, cl *kgo.Client, topics ...NewTopic) error {
+	errs, err := CreateTopicsEach(ctx, cl, topics...)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if err := errs[t.Name]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateTopicsEach is CreateTopics returning each topic's failure (nil when created or already
+// there); err is a failure of the request as a whole. A name given twice is asked for once.
+func CreateTopicsEach(ctx context.Context, cl *kgo.Client, topics ...NewTopic) (map[string]error, error) {
+	errs := make(map[string]error, len(topics))
 	if len(topics) == 0 {
-		return nil
+		return errs, nil
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 60_000
+	seen := map[string]bool{}
 	for _, t := range topics {
+		if seen[t.Name] {
+			continue // Kafka refuses a request naming a topic twice
+		}
+		seen[t.Name] = true
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
 		keys := make([]string, 0, len(t.Configs))
@@ -144,17 +165,17 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, topics ...NewTopic) error
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("creating topics: %w", err)
+		return nil, fmt.Errorf("creating topics: %w", err)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			if t.ErrorMessage != nil && *t.ErrorMessage != "" {
 				err = fmt.Errorf("%w: %s", err, *t.ErrorMessage)
 			}
-			return fmt.Errorf("creating topic %q: %w", t.Topic, err)
+			errs[t.Topic] = fmt.Errorf("creating topic %q: %w", t.Topic, err)
 		}
 	}
-	return nil
+	return errs, nil
 }
 
 // EnsureTopic creates topic name with the given partitions, replication factor and configs if

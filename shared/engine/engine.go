@@ -194,7 +194,8 @@ type Engine struct {
 	src, tgt       *kgo.Client // metadata/admin clients
 	srcAdm, tgtAdm *kadm.Client
 
-	reuse reused // CopyPartition's long-lived producers and recent checks
+	reuse   reused       // CopyPartition's long-lived producers and recent checks
+	creates topicBatcher // remote topics asked for at the same time go in one request
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It

@@ -119,7 +119,7 @@ func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
 			news = append(news, cluster.NewTopic{Name: t.Remote, Partitions: t.Partitions, ReplicationFactor: e.opts.ReplicationFactor, Configs: configs})
 			created = append(created, t.Remote)
 		}
-		if err := cluster.CreateTopics(ctx, e.tgt, news...); err != nil {
+		if err := e.creates.create(ctx, e.tgt, news); err != nil {
 			return fmt.Errorf("creating remote topics: %w", err)
 		}
 		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
