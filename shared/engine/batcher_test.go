@@ -67,7 +67,9 @@ func TestTopicBatcher(t *testing.T) {
 		})
 	}
 	for i := 40; i < 42; i++ {
-		wg.Go(func() { errs[i] = b.create(ctx, cl, []cluster.NewTopic{{Name: "refused", Partitions: 1, ReplicationFactor: 1}}) })
+		wg.Go(func() {
+			errs[i] = b.create(ctx, cl, []cluster.NewTopic{{Name: "refused", Partitions: 1, ReplicationFactor: 1}})
+		})
 	}
 	wg.Wait()
 	for i := range 40 {
