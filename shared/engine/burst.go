@@ -156,6 +156,11 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 	if through >= 0 {
 		limit = map[TP]int64{{topic, partition}: through + 1}
 	}
+	release, err := e.reuse.admit(ctx)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	defer release()
 	return e.runWith(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit, true, prepare)
 }
 

@@ -227,6 +227,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 	}
 	e.reuse.space = make(chan struct{}, 1)
+	e.reuse.copies = make(chan struct{}, maxConcurrentCopies)
 	e.logProfiles()
 	return e, nil
 }

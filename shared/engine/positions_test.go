@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +291,50 @@ func (f *flow) assertCaughtUpAfterFailure(topic string) {
 	testkit.AssertSameRecords(f.t, want, got[len(got)-len(want):])
 	if last := want[len(want)-1].Offset; f.positions()[TP{topic, 0}] != last {
 		f.t.Errorf("position after the corrected burst = %d, want %d", f.positions()[TP{topic, 0}], last)
+	}
+}
+
+// TestConcurrentCopyPartitions: the first events of many new topics arrive at once (a
+// KafkaSource starting); at most maxConcurrentCopies calls copy at a time, the others wait,
+// and every topic ends up byte-exact on the target with its position stored.
+func TestConcurrentCopyPartitions(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	const n = 20
+	var topics []string
+	for i := range n {
+		topic := testkit.CreateTopic(t, src, testkit.Name(t, fmt.Sprintf("many%d", i)), 1, nil)
+		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 25)...)
+		topics = append(topics, topic)
+	}
+	f := newFlow(t, topics...)
+	e := f.engine()
+	ctx := testkit.Context(t, 2*time.Minute)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, topic := range topics {
+		wg.Go(func() {
+			s, err := e.CopyPartition(ctx, topic, 0, -1)
+			if err == nil && s.Records != 25 {
+				err = fmt.Errorf("copied %d records, want 25", s.Records)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s: %v", topics[i], err)
+		}
+	}
+	if peak := e.reuse.peakCopies.Load(); peak < 1 || peak > maxConcurrentCopies {
+		t.Errorf("%d copies ran at once, want at most %d", peak, maxConcurrentCopies)
+	}
+	pos := f.positions()
+	for _, topic := range topics {
+		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+		if pos[TP{topic, 0}] != 24 {
+			t.Errorf("position of %s = %d, want 24", topic, pos[TP{topic, 0}])
+		}
 	}
 }

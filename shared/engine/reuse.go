@@ -32,6 +32,32 @@ type reused struct {
 	// copier's MaxBufferedBytes), so memory does not grow with the partitions copied at once.
 	inflight atomic.Int64
 	space    chan struct{}
+
+	// copies admits at most maxConcurrentCopies calls at a time: each has its own source
+	// consumer and fetch buffers, so the first events of many new topics (all at once when
+	// a KafkaSource starts) would otherwise make memory follow the number of partitions.
+	// Past a few copies the shared in-flight budget above is the limit anyway.
+	copies     chan struct{}
+	peakCopies atomic.Int32 // the most calls admitted at once, for tests
+}
+
+// maxConcurrentCopies is how many CopyPartition calls copy at once.
+const maxConcurrentCopies = 8
+
+// admit waits for a copy slot and returns its release.
+func (r *reused) admit(ctx context.Context) (release func(), err error) {
+	select {
+	case r.copies <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for one of %d copy slots: %w", maxConcurrentCopies, ctx.Err())
+	}
+	for n := int32(len(r.copies)); ; {
+		peak := r.peakCopies.Load()
+		if n <= peak || r.peakCopies.CompareAndSwap(peak, n) {
+			break
+		}
+	}
+	return func() { <-r.copies }, nil
 }
 
 type preparedTopic struct {
