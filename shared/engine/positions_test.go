@@ -338,3 +338,36 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestWarm: before any event, Warm creates every selected topic's remote topic (same
+// partition count), the offsets topic and the offset-syncs topic; a copy afterwards works.
+func TestWarm(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	a := testkit.CreateTopic(t, src, testkit.Name(t, "warma"), 3, nil)
+	b := testkit.CreateTopic(t, src, testkit.Name(t, "warmb"), 1, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(b, 1, 5)...)
+	f := newFlow(t, a, b)
+	e := f.engine()
+	ctx := testkit.Context(t, time.Minute)
+	if err := e.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tgt := testkit.Client(t, c.Target.Bootstrap)
+	st, err := cluster.DescribeTopics(ctx, tgt, f.remote(a), f.remote(b), "mm2-offsets."+f.alias+".internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int32{f.remote(a): 3, f.remote(b): 1, "mm2-offsets." + f.alias + ".internal": 25} {
+		if st[name].Partitions != want {
+			t.Errorf("%s: %d partitions after Warm, want %d", name, st[name].Partitions, want)
+		}
+	}
+	if st, err := cluster.DescribeTopic(ctx, testkit.Client(t, src), "mm2-offset-syncs.t"+f.alias+".internal"); err != nil || !st.Exists {
+		t.Errorf("offset-syncs topic after Warm: %+v, %v", st, err)
+	}
+	if s, err := e.CopyPartition(ctx, b, 0, -1); err != nil || s.Records != 5 {
+		t.Fatalf("copy after Warm: %d records, %v", s.Records, err)
+	}
+	testkit.AssertSameRecords(t, sourceRecords(t, src, b), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(b)))
+}

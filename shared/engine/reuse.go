@@ -197,3 +197,33 @@ func waitZero(ctx context.Context, n *atomic.Int64) error {
 	}
 	return nil
 }
+
+// Warm readies what CopyPartition calls will need, before the first event: every selected
+// topic's remote topic (all missing ones in one request), the offsets topic and the
+// offset-syncs topic with its producer. mirror serve runs it at start, beside serving, so the
+// first events of many new topics do not each wait for their own topic; calls that arrive
+// meanwhile prepare their topic themselves, which is harmless.
+func (e *Engine) Warm(ctx context.Context) error {
+	topics, err := e.DiscoverTopics(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.checkBudgets(ctx, topics); err != nil {
+		return err
+	}
+	if err := e.prepareTargets(ctx, topics); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		e.rememberPrepared(t.Source, t.Partitions)
+	}
+	if _, _, err := e.reusedOffsetsTopic(ctx); err != nil {
+		return err
+	}
+	s, err := e.reusedSyncEmitter(ctx, false)
+	if err != nil {
+		return err
+	}
+	s.close()
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/engine"
@@ -43,6 +44,16 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 	}
 	defer h.Close()
 	env.Logger.Info("mirror serve", "event_mode", string(h.opts.Mode), "key_type", string(kt), "burst_event_types", cfg.BurstEventTypes)
+	// Remote and internal topics are readied beside serving: events need not wait for it.
+	wctx, stopWarm := context.WithCancel(ctx)
+	var warm sync.WaitGroup
+	warm.Go(func() {
+		if err := e.Warm(wctx); err != nil && wctx.Err() == nil {
+			env.Logger.Warn("preparing the remote topics at start failed; each event prepares its own", "err", err)
+		}
+	})
+	defer warm.Wait() // before the engine closes
+	defer stopWarm()
 	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port))}
 	if env.Metrics != nil {
 		sc.Metrics = env.Metrics.Handler()
