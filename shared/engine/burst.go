@@ -124,6 +124,9 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 	if !e.Selected(topic) {
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
 	}
+	if err := e.warmed(ctx); err != nil {
+		return e.failed(start, err)
+	}
 	md, err := e.srcAdm.Metadata(ctx, topic)
 	if err != nil {
 		return e.failed(start, fmt.Errorf("describing source topic %q: %w", topic, err))

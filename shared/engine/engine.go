@@ -67,7 +67,7 @@ type Options struct {
 	// Nil means MM2's default list.
 	ConfigPropertiesExclude *filter.List
 	// SyncTopicConfigs is sync.topic.configs.enabled: bring existing remote topics' configs in
-	// line with the source on every burst.
+	// line with the source on every burst (CopyPartition: at most every 30 s per topic).
 	SyncTopicConfigs bool
 
 	// OffsetSyncsTopicLocation is offset-syncs.topic.location: SyncsOnSource (default) or

@@ -371,3 +371,36 @@ func TestWarm(t *testing.T) {
 	}
 	testkit.AssertSameRecords(t, sourceRecords(t, src, b), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(b)))
 }
+
+// TestWarmInBackgroundGatesCopies: a copy that arrives while the start-up warm-up runs waits
+// for it to end (so it neither repeats its work nor meets unserved partitions), then copies.
+func TestWarmInBackgroundGatesCopies(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "gate"), 2, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 10)...)
+	f := newFlow(t, topic)
+	e := f.engine()
+	ctx := testkit.Context(t, time.Minute)
+	warmErr := make(chan error, 1)
+	e.WarmInBackground(ctx, func(err error) { warmErr <- err })
+	s, err := e.CopyPartition(ctx, topic, 1, -1)
+	if err != nil || s.Records != 5 {
+		t.Fatalf("copy during warm-up: %d records, %v; want 5", s.Records, err)
+	}
+	select {
+	case <-e.reuse.warming:
+	default:
+		t.Error("the copy returned while the warm-up was still running")
+	}
+	if err := <-warmErr; err != nil {
+		t.Errorf("warm-up: %v", err)
+	}
+	var want []*kgo.Record
+	for _, r := range sourceRecords(t, src, topic) {
+		if r.Partition == 1 {
+			want = append(want, r)
+		}
+	}
+	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+}

@@ -11,8 +11,8 @@ import (
 )
 
 // reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
-// and offset-syncs topics exist, a remote topic has the source's partitions) before checking
-// again.
+// and offset-syncs topics exist, a remote topic has the source's partitions and configs) before
+// checking again.
 const reuseTTL = 30 * time.Second
 
 // reused is what CopyPartition keeps between calls, so event-driven callers (fetch mode, one
@@ -39,6 +39,9 @@ type reused struct {
 	// Past a few copies the shared in-flight budget above is the limit anyway.
 	copies     chan struct{}
 	peakCopies atomic.Int32 // the most calls admitted at once, for tests
+
+	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
+	warming chan struct{}
 }
 
 // maxConcurrentCopies is how many CopyPartition calls copy at once.
@@ -158,11 +161,11 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 }
 
 // preparedRecently reports whether the remote topic of topic was checked with this many
-// partitions within reuseTTL; remember records a successful check.
+// partitions within reuseTTL; remember records a successful check. Configs are synced with
+// that check, so event-driven calls sync a topic's configs at most every reuseTTL (MM2 does it
+// every sync.topic.configs.interval.seconds, 600 s by default): checking on every call cost
+// each first copy three admin round trips.
 func (e *Engine) preparedRecently(topic string, partitions int32) bool {
-	if e.opts.SyncTopicConfigs {
-		return false // configs are brought in line on every call
-	}
 	r := &e.reuse
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -225,5 +228,44 @@ func (e *Engine) Warm(ctx context.Context) error {
 		return err
 	}
 	s.close()
+	// A partition created a moment ago refuses ListOffsets for a while (hundreds of ms here);
+	// every call reads positions from the offsets topic, so wait here, once, until it answers.
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, _ = e.tgtAdm.ListEndOffsets(lctx, e.opts.OffsetStorageTopic)
 	return nil
+}
+
+// WarmInBackground runs Warm beside the caller and makes CopyPartition calls wait until it
+// ends (successful or not: a call then prepares what it needs itself), so the first events
+// neither repeat its work nor meet partitions that are not served yet. done, if not nil, gets
+// Warm's error.
+func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
+	ch := make(chan struct{})
+	e.reuse.mu.Lock()
+	e.reuse.warming = ch
+	e.reuse.mu.Unlock()
+	go func() {
+		err := e.Warm(ctx)
+		close(ch)
+		if done != nil {
+			done(err)
+		}
+	}()
+}
+
+// warmed waits until a warm-up in progress has ended.
+func (e *Engine) warmed(ctx context.Context) error {
+	e.reuse.mu.Lock()
+	ch := e.reuse.warming
+	e.reuse.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the start-up preparation of topics: %w", ctx.Err())
+	}
 }

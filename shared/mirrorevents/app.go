@@ -44,11 +44,13 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 	}
 	defer h.Close()
 	env.Logger.Info("mirror serve", "event_mode", string(h.opts.Mode), "key_type", string(kt), "burst_event_types", cfg.BurstEventTypes)
-	// Remote and internal topics are readied beside serving: events need not wait for it.
+	// Remote and internal topics are readied beside serving; copies wait for it.
 	wctx, stopWarm := context.WithCancel(ctx)
 	var warm sync.WaitGroup
-	warm.Go(func() {
-		if err := e.Warm(wctx); err != nil && wctx.Err() == nil {
+	warm.Add(1)
+	e.WarmInBackground(wctx, func(err error) {
+		defer warm.Done()
+		if err != nil && wctx.Err() == nil {
 			env.Logger.Warn("preparing the remote topics at start failed; each event prepares its own", "err", err)
 		}
 	})
