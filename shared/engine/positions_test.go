@@ -168,30 +168,47 @@ func TestOffsetSyncsOnTarget(t *testing.T) {
 	}
 }
 
-// TestOffsetsTopicCreationFails: a first burst copies while it creates the offsets topic; when
-// that creation fails (here a replication factor the one-broker target cannot meet) the burst
-// fails naming the topic, and a corrected next burst copies everything again from the start:
-// duplicates, never a gap.
-func TestOffsetsTopicCreationFails(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "nooffsets"), 1, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 30)...)
-	f := newFlow(t, topic)
-	f.opts.OffsetStorageReplicationFactor = 3
-	s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
-	if err == nil || s.Reason != ReasonFailed {
-		t.Fatalf("burst with an offsets topic that cannot be created: reason %q, err %v; want failed", s.Reason, err)
+// TestInternalTopicCreationFails: a first burst creates the offsets and offset-syncs topics
+// while it copies; when one of them cannot be created (a replication factor the one-broker
+// target cannot meet) the burst fails naming the topic and the setting, and a corrected burst
+// leaves every source record on the target: duplicates, never a gap.
+func TestInternalTopicCreationFails(t *testing.T) {
+	for _, test := range []struct {
+		name    string
+		set     func(o *Options, rf int16)
+		topic   func(alias string) string
+		setting string
+		// recopies: without the offsets topic no position was stored, so the corrected burst
+		// copies all 30 records again.
+		recopies bool
+	}{
+		{"offsets", func(o *Options, rf int16) { o.OffsetStorageReplicationFactor = rf },
+			func(alias string) string { return "mm2-offsets." + alias + ".internal" }, "offset.storage.replication.factor=3", true},
+		{"offset-syncs", func(o *Options, rf int16) { o.OffsetSyncsTopicReplicationFactor = rf },
+			func(alias string) string { return "mm2-offset-syncs.t" + alias + ".internal" }, "offset-syncs.topic.replication.factor=3", false},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			c := testkit.Require(t)
+			topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "noint"), 1, nil)
+			testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 30)...)
+			f := newFlow(t, topic)
+			test.set(&f.opts, 3)
+			s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
+			t.Logf("failed burst: %d records, error: %v", s.Records, err)
+			if err == nil || s.Reason != ReasonFailed {
+				t.Fatalf("burst with a %s topic that cannot be created: reason %q, err %v; want failed", test.name, s.Reason, err)
+			}
+			if name := test.topic(f.alias); !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), test.setting) {
+				t.Errorf("error %q does not name the topic %s and %s", err, name, test.setting)
+			}
+			test.set(&f.opts, 1)
+			s = f.burst(BurstOptions{})
+			if s.Lag != 0 || s.Reason != ReasonDone || (test.recopies && s.Records != 30) {
+				t.Errorf("corrected burst: reason %q, lag %d, %d records; want done, 0 (and all 30 again: %v)", s.Reason, s.Lag, s.Records, test.recopies)
+			}
+			f.assertCaughtUpAfterFailure(topic)
+		})
 	}
-	t.Logf("failed burst: %d records, error: %v", s.Records, err)
-	if offsets := "mm2-offsets." + f.alias + ".internal"; !strings.Contains(err.Error(), offsets) || !strings.Contains(err.Error(), "offset.storage.replication.factor=3") {
-		t.Errorf("error %q does not name the offsets topic %s and its replication factor setting", err, offsets)
-	}
-	f.opts.OffsetStorageReplicationFactor = 1
-	if s := f.burst(BurstOptions{}); s.Records != 30 || s.Lag != 0 {
-		t.Errorf("corrected burst copied %d (lag %d), want all 30 again", s.Records, s.Lag)
-	}
-	f.assertCaughtUpAfterFailure(topic)
 }
 
 // TestIdlePositionsRefreshedWithoutCompaction: on an Event Hubs target without compaction the
@@ -251,31 +268,6 @@ func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestOffsetSyncsTopicCreationFails: a first burst creates the offset-syncs topic while it
-// copies; when that fails the burst fails naming the topic and the setting, and a corrected
-// burst leaves every source record on the target.
-func TestOffsetSyncsTopicCreationFails(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "nosyncs"), 1, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 30)...)
-	f := newFlow(t, topic)
-	f.opts.OffsetSyncsTopicReplicationFactor = 3
-	s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
-	t.Logf("failed burst: %d records, error: %v", s.Records, err)
-	if err == nil || s.Reason != ReasonFailed {
-		t.Fatalf("burst with an offset-syncs topic that cannot be created: reason %q, err %v; want failed", s.Reason, err)
-	}
-	if syncs := "mm2-offset-syncs.t" + f.alias + ".internal"; !strings.Contains(err.Error(), syncs) || !strings.Contains(err.Error(), "offset-syncs.topic.replication.factor=3") {
-		t.Errorf("error %q does not name the offset-syncs topic %s and its replication factor setting", err, syncs)
-	}
-	f.opts.OffsetSyncsTopicReplicationFactor = 1
-	if s := f.burst(BurstOptions{}); s.Lag != 0 || s.Reason != ReasonDone {
-		t.Errorf("corrected burst: reason %q, lag %d; want done, 0", s.Reason, s.Lag)
-	}
-	f.assertCaughtUpAfterFailure(topic)
 }
 
 // assertCaughtUpAfterFailure checks a one-partition topic after a failed burst and a corrected
