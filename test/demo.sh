@@ -8,8 +8,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export MM2GO_KAFKA_HOME="${MM2GO_KAFKA_HOME:-$root/test/kafka/state-demo}"
 kafka="$root/test/kafka/kafka.sh"
-src_port="${MM2GO_DEMO_SOURCE_PORT:-59092}"
-tgt_port="${MM2GO_DEMO_TARGET_PORT:-59192}"
+# Below the ephemeral port range, like test/run.sh's.
+src_port="${MM2GO_DEMO_SOURCE_PORT:-18092}"
+tgt_port="${MM2GO_DEMO_TARGET_PORT:-28092}"
 source="127.0.0.1:$src_port"
 target="127.0.0.1:$tgt_port"
 

@@ -7,8 +7,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export MM2GO_KAFKA_HOME="${MM2GO_KAFKA_HOME:-$root/test/kafka/state-test}"
 kafka="$root/test/kafka/kafka.sh"
-src_port="${MM2GO_TEST_SOURCE_PORT:-39092}"
-tgt_port="${MM2GO_TEST_TARGET_PORT:-49092}"
+# Below Linux's ephemeral port range (32768-60999 by default): a port in it can be taken at any
+# moment as the local end of some outgoing connection, and a broker then fails to bind.
+src_port="${MM2GO_TEST_SOURCE_PORT:-17092}"
+tgt_port="${MM2GO_TEST_TARGET_PORT:-27092}"
 
 cleanup() {
   "$kafka" stop source >/dev/null 2>&1 || true
