@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -381,9 +382,28 @@ func consumerProducerOpts(s Settings) []kgo.Opt {
 type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)
 
 // Dialer returns the ClientFunc of one cluster: its settings, then its profile's client options
-// (Event Hubs limits), then the caller's.
+// (Event Hubs limits), then the caller's. The settings' options are worked out once, so every
+// client of a Dialer shares one SASL mechanism: with Azure AD, one credential and one token
+// cache per process instead of a token request per client.
 func Dialer(s Settings, p Profile, logger *slog.Logger) ClientFunc {
+	var (
+		once sync.Once
+		base []kgo.Opt
+		err  error
+	)
 	return func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-		return NewClient(ctx, s, logger, append(p.ClientOpts(), extra...)...)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		once.Do(func() { base, err = Options(s, logger) })
+		if err != nil {
+			return nil, err
+		}
+		opts := append(append(append([]kgo.Opt{}, base...), p.ClientOpts()...), extra...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+		}
+		return cl, nil
 	}
 }

@@ -20,18 +20,30 @@ import (
 const EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
 
 // Dialer returns the DialFunc building clients from the two clusters' settings, with the
-// engine's client defaults (see withClientDefaults), also for callers' own clients such as mirror serve's.
+// engine's client defaults (see withClientDefaults), also for callers' own clients such as mirror
+// serve's. Each cluster's clients share one cluster.Dialer, hence one Azure AD token cache.
 func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
-	return withClientDefaults(func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
-		s := cfg.Source
-		if side == Target {
-			s = cfg.Target
-		}
+	type side struct {
+		dial cluster.ClientFunc
+		err  error
+	}
+	mk := func(s cluster.Settings) side {
 		p, err := cluster.SettingsProfile(s)
 		if err != nil {
-			return nil, err
+			return side{err: err}
 		}
-		return cluster.Dialer(s, p, logger)(ctx, extra...)
+		return side{dial: cluster.Dialer(s, p, logger)}
+	}
+	src, tgt := mk(cfg.Source), mk(cfg.Target)
+	return withClientDefaults(func(ctx context.Context, sd Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		d := src
+		if sd == Target {
+			d = tgt
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+		return d.dial(ctx, extra...)
 	})
 }
 
