@@ -1,58 +1,21 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/entrafake"
 )
 
-// mirrorRun is one `mirror run` process's outcome.
-type mirrorRun struct {
-	code           int
-	summary        map[string]any
-	stdout, stderr string
-}
-
-func (r mirrorRun) records() int64 {
-	n, _ := r.summary["records"].(float64)
-	return int64(n)
-}
-
 // runMirrorEnv runs `mirror run` with exactly env (plus PATH and HOME): the
 // child sees Azure variables (IDENTITY_ENDPOINT, AZURE_*) that this test
 // process never sets in its own environment.
-func runMirrorEnv(t *testing.T, env ...string) mirrorRun {
+func runMirrorEnv(t *testing.T, env ...string) MirrorResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, MirrorBinary(t), "run")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MM2_LOG_FORMAT=json"}, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := mirrorRun{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running mirror: %v", err)
-	}
-	if line := bytes.TrimSpace(stdout.Bytes()); len(line) > 0 {
-		_ = json.Unmarshal(line, &r.summary)
-	}
-	return r
+	return RunMirror(t, append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MM2_LOG_FORMAT=json"}, env...))
 }
 
 // oauthFlowEnv is a flow from the harness source to the OAUTHBEARER broker
@@ -126,8 +89,8 @@ func TestAzureADMirrorIdentities(t *testing.T) {
 			testkit.DeleteTopicsAtEnd(t, ob.Plain, "source."+topic)
 			before := len(fake.Issued())
 			r := runMirrorEnv(t, append(oauthFlowEnv(c, ob, topic), test.env...)...)
-			if r.code != 0 || r.records() != int64(len(want)) {
-				t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.code, r.records(), len(want), r.stdout, lastLines(r.stderr, 30))
+			if r.Code != 0 || r.Records() != int64(len(want)) {
+				t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.Code, r.Records(), len(want), r.Stdout, lastLines(r.Stderr, 30))
 			}
 			testkit.AssertSameRecords(t, want, testkit.ReadAll(t, ob.Plain, "source."+topic))
 			issued := fake.Issued()[before:]
@@ -140,7 +103,7 @@ func TestAzureADMirrorIdentities(t *testing.T) {
 					t.Fatalf("issued %+v; want %s tokens for %s, audience %s", is, test.grant, test.subject, ob.Audience)
 				}
 			}
-			if strings.Contains(r.stdout+r.stderr, azSPSecret) || strings.Contains(r.stdout+r.stderr, fake.IdentityHeader) {
+			if strings.Contains(r.Stdout+r.Stderr, azSPSecret) || strings.Contains(r.Stdout+r.Stderr, fake.IdentityHeader) {
 				t.Fatal("a secret is in the mirror's output")
 			}
 		})
@@ -153,15 +116,15 @@ func TestAzureADMirrorIdentities(t *testing.T) {
 			"IDENTITY_ENDPOINT="+fake.IdentityEndpoint, "IDENTITY_HEADER="+fake.IdentityHeader,
 			"MM2_TARGET_AZURE_SCOPE=https://eventhubs.azure.net/.default")
 		r := runMirrorEnv(t, env...)
-		if r.code == 0 {
-			t.Fatalf("mirror run with a wrong-audience token succeeded:\n%s", r.stdout)
+		if r.Code == 0 {
+			t.Fatalf("mirror run with a wrong-audience token succeeded:\n%s", r.Stdout)
 		}
 		if testing.Verbose() {
-			t.Logf("mirror's error: %s", lastLines(strings.TrimSpace(r.stderr), 1))
+			t.Logf("mirror's error: %s", lastLines(strings.TrimSpace(r.Stderr), 1))
 		}
-		if !strings.Contains(r.stderr, "SASL_AUTHENTICATION_FAILED") || !strings.Contains(r.stderr, "the broker refused the Azure AD token") ||
-			!strings.Contains(r.stderr, "https://eventhubs.azure.net/.default") {
-			t.Fatalf("the failure does not say the broker refused the token for the target:\n%s", lastLines(r.stderr, 20))
+		if !strings.Contains(r.Stderr, "SASL_AUTHENTICATION_FAILED") || !strings.Contains(r.Stderr, "the broker refused the Azure AD token") ||
+			!strings.Contains(r.Stderr, "https://eventhubs.azure.net/.default") {
+			t.Fatalf("the failure does not say the broker refused the token for the target:\n%s", lastLines(r.Stderr, 20))
 		}
 	})
 
@@ -171,18 +134,18 @@ func TestAzureADMirrorIdentities(t *testing.T) {
 		env := append(oauthFlowEnv(c, ob, topic), "MM2_TARGET_AZURE_AUTH=managed-identity",
 			"IDENTITY_ENDPOINT="+fake.IdentityEndpoint, "IDENTITY_HEADER=not-the-header")
 		r := runMirrorEnv(t, env...)
-		if r.code == 0 {
+		if r.Code == 0 {
 			t.Fatal("mirror run without a valid identity succeeded")
 		}
 		if testing.Verbose() {
-			t.Logf("mirror's error: %s", lastLines(strings.TrimSpace(r.stderr), 1))
+			t.Logf("mirror's error: %s", lastLines(strings.TrimSpace(r.Stderr), 1))
 		}
 		for _, want := range []string{`cluster \"target\"`, "ManagedIdentityCredential"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Errorf("the failure lacks %s:\n%s", want, lastLines(r.stderr, 20))
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("the failure lacks %s:\n%s", want, lastLines(r.Stderr, 20))
 			}
 		}
-		if strings.Contains(r.stderr, fake.IdentityHeader) {
+		if strings.Contains(r.Stderr, fake.IdentityHeader) {
 			t.Error("the managed identity header is in the output")
 		}
 	})

@@ -59,16 +59,16 @@ func TestSeedSetupToEventHubs(t *testing.T) {
 		"target.ssl.truststore.location = "+f.CAFile+"\n",
 		map[string]string{"SRC_BROKERS": c.Source.Bootstrap, "EH_BROKERS": f.Addr, "EH_CONNECTION_STRING": f.ConnectionString})
 	r := runMirrorEnv(t, "MM2_CONFIG_FILE="+file)
-	if r.code != 0 || r.records() != int64(len(want)) {
-		t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.code, r.records(), len(want), r.stdout, lastLines(r.stderr, 30))
+	if r.Code != 0 || r.Records() != int64(len(want)) {
+		t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.Code, r.Records(), len(want), r.Stdout, lastLines(r.Stderr, 30))
 	}
 	testkit.AssertSameRecords(t, want, ehRead(t, f, "source."+topic))
 	key := f.ConnectionString[strings.Index(f.ConnectionString, "SharedAccessKey=")+len("SharedAccessKey="):]
-	if strings.Contains(r.stdout+r.stderr, key) {
+	if strings.Contains(r.Stdout+r.Stderr, key) {
 		t.Fatal("the connection string's key is in the mirror's output")
 	}
-	if !strings.Contains(r.stderr, "is Azure Event Hubs") {
-		t.Errorf("no Event Hubs profile notice in the log:\n%s", lastLines(r.stderr, 20))
+	if !strings.Contains(r.Stderr, "is Azure Event Hubs") {
+		t.Errorf("no Event Hubs profile notice in the log:\n%s", lastLines(r.Stderr, 20))
 	}
 	if f.Oversized.Load() != 0 || f.Compressed.Load() != 0 {
 		t.Fatalf("the double refused %d oversized and %d compressed requests", f.Oversized.Load(), f.Compressed.Load())
@@ -97,8 +97,8 @@ func TestSeedSetupWithAzureAD(t *testing.T) {
 		t.Fatal("the Azure AD setup file holds a secret")
 	}
 	r := runMirrorEnv(t, "MM2_CONFIG_FILE="+file, "IDENTITY_ENDPOINT="+fake.IdentityEndpoint, "IDENTITY_HEADER="+fake.IdentityHeader)
-	if r.code != 0 || r.records() != int64(len(want)) {
-		t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.code, r.records(), len(want), r.stdout, lastLines(r.stderr, 30))
+	if r.Code != 0 || r.Records() != int64(len(want)) {
+		t.Fatalf("mirror run: exit %d, %d records (want %d)\nstdout: %s\nstderr: %s", r.Code, r.Records(), len(want), r.Stdout, lastLines(r.Stderr, 30))
 	}
 	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, ob.Plain, "source."+topic))
 	if n := len(fake.Issued()); n == 0 {
