@@ -21,7 +21,7 @@ func BenchmarkRecordPath(b *testing.B) {
 	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
 	syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false)
 	w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, knownOffsets(25), syncs)
+	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), syncs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.writeCtx = ctx

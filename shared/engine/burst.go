@@ -196,7 +196,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		wg                   sync.WaitGroup
 		syncs                *syncEmitter
 		syncsErr, prepareErr error
-		offsets              *offsetsTopic
+		offsets              *pendingTopic
 		offsetsErr           error
 		fresh                bool
 	)
@@ -217,13 +217,11 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
 			fresh = true
-			offsets = &offsetsTopic{done: make(chan struct{})}
-			go func() {
-				defer close(offsets.done)
-				<-prepared
-				offsets.parts, _, offsets.err = ensureOffsets(ctx)
-			}()
-			defer func() { <-offsets.done }()
+			offsets = createInBackground(prepared, func() (int32, error) {
+				n, _, err := ensureOffsets(ctx)
+				return n, err
+			})
+			defer func() { _, _ = offsets.wait(context.WithoutCancel(ctx)) }() // let it end with the run
 			// No position can be stored yet: plan from the source's offsets alone, meanwhile.
 			wg.Go(func() { freshWorks, freshErr = e.planFrom(ctx, tps, remote, limit, nil) })
 		}
@@ -231,7 +229,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if offsets == nil && offsetsErr == nil {
 		var parts int32
 		parts, fresh, offsetsErr = ensureOffsets(ctx)
-		offsets = knownOffsets(parts)
+		offsets = readyTopic(parts)
 	}
 	wg.Wait()
 	if syncsErr == nil && (offsetsErr != nil || prepareErr != nil) {
@@ -274,48 +272,62 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	return c.run(ctx, start)
 }
 
-// offsetsTopic is the Connect offsets topic as a copier writes positions to it: its partition
-// count is known at once when the topic exists, or when its creation in the background ends.
-type offsetsTopic struct {
+// pendingTopic is an internal topic a copier writes to (the Connect offsets topic, the
+// offset-syncs topic): known at once when it exists, or once its creation in the background
+// ends.
+type pendingTopic struct {
 	done  chan struct{}
 	parts int32
 	err   error
 }
 
-// knownOffsets is an offsets topic that exists with parts partitions.
-func knownOffsets(parts int32) *offsetsTopic {
-	o := &offsetsTopic{done: make(chan struct{}), parts: parts}
-	close(o.done)
-	return o
+// readyTopic is a topic that exists with parts partitions.
+func readyTopic(parts int32) *pendingTopic {
+	t := &pendingTopic{done: make(chan struct{}), parts: parts}
+	close(t.done)
+	return t
+}
+
+// createInBackground runs ensure after start is closed (nil: at once) and records its outcome.
+func createInBackground(start <-chan struct{}, ensure func() (int32, error)) *pendingTopic {
+	t := &pendingTopic{done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		if start != nil {
+			<-start
+		}
+		t.parts, t.err = ensure()
+	}()
+	return t
 }
 
 // ready returns the partition count if the topic is ready now.
-func (o *offsetsTopic) ready() (int32, bool) {
+func (t *pendingTopic) ready() (int32, bool) {
 	select {
-	case <-o.done:
-		return o.parts, o.err == nil
+	case <-t.done:
+		return t.parts, t.err == nil
 	default:
 		return 0, false
 	}
 }
 
 // failed returns the error of a creation that has ended in failure, nil otherwise.
-func (o *offsetsTopic) failed() error {
+func (t *pendingTopic) failed() error {
 	select {
-	case <-o.done:
-		return o.err
+	case <-t.done:
+		return t.err
 	default:
 		return nil
 	}
 }
 
 // wait waits until the topic is ready and returns its partition count.
-func (o *offsetsTopic) wait(ctx context.Context) (int32, error) {
+func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
 	select {
-	case <-o.done:
-		return o.parts, o.err
+	case <-t.done:
+		return t.parts, t.err
 	case <-ctx.Done():
-		return 0, fmt.Errorf("waiting for the offsets topic: %w", ctx.Err())
+		return 0, ctx.Err()
 	}
 }
 

@@ -56,7 +56,7 @@ func (st *partState) position() int64 {
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
-	offsets *offsetsTopic
+	offsets *pendingTopic
 	syncs   *syncEmitter
 	remote  map[string]string // source topic -> remote topic (group mode plans late)
 
@@ -98,7 +98,7 @@ type copier struct {
 	posMu sync.Mutex // serializes position writes
 }
 
-func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *offsetsTopic, syncs *syncEmitter) *copier {
+func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
 		inflight: new(atomic.Int64), space: make(chan struct{}, 1)}
 	for _, w := range works {
@@ -265,7 +265,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		c.fail(err)
 	}
 	if _, err := c.offsets.wait(fctx); err != nil {
-		c.fail(fmt.Errorf("positions not stored: %w", err))
+		c.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
 	}
 	c.writePositions(fctx)
 	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
@@ -442,7 +442,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.fail(fmt.Errorf("positions cannot be stored: %w", err))
 			return ReasonFailed
 		}
-		if err := c.syncs.failed(); err != nil {
+		if err := c.syncs.ready.failed(); err != nil {
 			c.fail(fmt.Errorf("offset syncs cannot be stored: %w", err))
 			return ReasonFailed
 		}

@@ -29,10 +29,9 @@ type syncEmitter struct {
 	err  error
 	sent int64
 
-	// topicReady is closed once the offset-syncs topic exists (at once unless a first burst
-	// creates it in the background); topicErr is why it could not be created.
-	topicReady chan struct{}
-	topicErr   error
+	// ready is the offset-syncs topic: known at once unless a first burst creates it in the
+	// background.
+	ready *pendingTopic
 }
 
 // newSyncEmitter creates the offset-syncs topic if missing (1 partition, compacted) and a
@@ -56,19 +55,13 @@ func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEm
 	}
 	s := newEmitter(e, cl, topic, false)
 	if inBackground {
-		s.topicReady = make(chan struct{})
-		go func() {
-			defer close(s.topicReady)
-			s.topicErr = e.ensureSyncsTopic(ctx)
-		}()
+		s.ready = createInBackground(nil, func() (int32, error) { return 1, e.ensureSyncsTopic(ctx) })
 	}
 	return s, nil
 }
 
 func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitter {
-	ready := make(chan struct{})
-	close(ready)
-	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared, topicReady: ready}
+	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared, ready: readyTopic(1)}
 }
 
 func syncProducerOpts() []kgo.Opt {
@@ -141,13 +134,11 @@ func (s *syncEmitter) error() error {
 
 // finish promotes and sends every remaining sync and waits for them.
 func (s *syncEmitter) finish(ctx context.Context) error {
-	select {
-	case <-s.topicReady:
-		if s.topicErr != nil {
-			return s.topicErr
+	if _, err := s.ready.wait(ctx); err != nil {
+		if s.ready.failed() != nil {
+			return err
 		}
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the offset-syncs topic %q: %w", s.topic, ctx.Err())
+		return fmt.Errorf("waiting for the offset-syncs topic %q: %w", s.topic, err)
 	}
 	if err := s.send(ctx, true); err != nil {
 		return err
@@ -162,20 +153,9 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 	return s.error()
 }
 
-// failed returns why the offset-syncs topic could not be created, nil while it is being
-// created or when it exists.
-func (s *syncEmitter) failed() error {
-	select {
-	case <-s.topicReady:
-		return s.topicErr
-	default:
-		return nil
-	}
-}
-
 func (s *syncEmitter) close() {
 	if !s.shared {
 		s.cl.Close()
 	}
-	<-s.topicReady // the background creation ends with the burst's context
+	_, _ = s.ready.wait(context.Background()) // the background creation ends with the burst's context
 }
