@@ -37,8 +37,7 @@ type reused struct {
 	// consumer and fetch buffers, so the first events of many new topics (all at once when
 	// a KafkaSource starts) would otherwise make memory follow the number of partitions.
 	// Past a few copies the shared in-flight budget above is the limit anyway.
-	copies     chan struct{}
-	peakCopies atomic.Int32 // the most calls admitted at once, for tests
+	copies chan struct{}
 
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
@@ -53,12 +52,6 @@ func (r *reused) admit(ctx context.Context) (release func(), err error) {
 	case r.copies <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for one of %d copy slots: %w", maxConcurrentCopies, ctx.Err())
-	}
-	for n := int32(len(r.copies)); ; {
-		peak := r.peakCopies.Load()
-		if n <= peak || r.peakCopies.CompareAndSwap(peak, n) {
-			break
-		}
 	}
 	return func() { <-r.copies }, nil
 }
