@@ -19,9 +19,8 @@ import (
 // EnvAutoOffsetReset names the source consumer's auto.offset.reset setting in messages.
 const EnvAutoOffsetReset = "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET"
 
-// Dialer returns the DialFunc building clients from the two clusters' settings, with the
-// engine's client defaults (see withClientDefaults), also for callers' own clients such as mirror
-// serve's. Each cluster's clients share one cluster.Dialer, hence one Azure AD token cache.
+// Dialer returns the DialFunc building clients from the two clusters' settings. Each cluster's
+// clients share one cluster.Dialer, hence one Azure AD token cache.
 func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 	type side struct {
 		dial cluster.ClientFunc
@@ -35,7 +34,7 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 		return side{dial: cluster.Dialer(s, p, logger)}
 	}
 	src, tgt := mk(cfg.Source), mk(cfg.Target)
-	return withClientDefaults(func(ctx context.Context, sd Side, extra ...kgo.Opt) (*kgo.Client, error) {
+	return func(ctx context.Context, sd Side, extra ...kgo.Opt) (*kgo.Client, error) {
 		d := src
 		if sd == Target {
 			d = tgt
@@ -44,7 +43,7 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 			return nil, d.err
 		}
 		return d.dial(ctx, extra...)
-	})
+	}
 }
 
 // OptionsFromConfig maps loaded settings to engine Options. The source cluster's

@@ -232,6 +232,13 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	return e, nil
 }
 
+// Dial builds a client of one side as the engine builds its own (its dial function with the
+// engine's client defaults), for callers that need clients beside the engine's, such as mirror
+// serve's payload writes.
+func (e *Engine) Dial(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+	return e.dial(ctx, side, extra...)
+}
+
 // withClientDefaults returns dial with two options before the caller's. Metadata is refreshed
 // at most 100 ms apart instead of franz-go's 5 s: the admin clients must see topics created a
 // moment ago, and a KRaft broker names a new partition's leader a moment before it serves it,

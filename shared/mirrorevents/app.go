@@ -34,7 +34,7 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer e.Close()
-	c := NewEngineCopier(e, engine.Dialer(cfg, env.Logger),
+	c := NewEngineCopier(e, e.Dial,
 		engine.BurstOptions{MaxDuration: cfg.BurstMaxDuration, MaxRecords: cfg.BurstMaxRecords}, env.Logger)
 	c.metrics = env.Metrics
 	defer c.Close()
