@@ -118,24 +118,10 @@ type NewTopic struct {
 	Configs           map[string]*string
 }
 
-// CreateTopics creates topics in one request (the controller handles them together, where one
-// request per topic would queue) and returns the first failure; a topic that already exists
-// is no failure. It does not wait for the new topics' leaders: see WaitForTopics.
-func CreateTopics(ctx context.Context, cl *kgo.Client, topics ...NewTopic) error {
-	errs, err := CreateTopicsEach(ctx, cl, topics...)
-	if err != nil {
-		return err
-	}
-	for _, t := range topics {
-		if err := errs[t.Name]; err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// CreateTopicsEach is CreateTopics returning each topic's failure (nil when created or already
-// there); err is a failure of the request as a whole. A name given twice is asked for once.
+// CreateTopicsEach creates topics in one request (the controller handles them together, where
+// one request per topic would queue) and returns each topic's failure (nil when created or
+// already there); err is a failure of the request as a whole. A name given twice is asked for
+// once. It does not wait for the new topics' leaders: see WaitForTopics.
 func CreateTopicsEach(ctx context.Context, cl *kgo.Client, topics ...NewTopic) (map[string]error, error) {
 	errs := make(map[string]error, len(topics))
 	if len(topics) == 0 {
