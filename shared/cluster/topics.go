@@ -188,3 +188,80 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, name string, partitions in
 	n, err = WaitForTopic(ctx, cl, name)
 	return n, created, err
 }
+
+// WaitForServing waits until every partition of topic answers a ListOffsets request at its
+// leader. A KRaft broker names a new partition's leader in metadata some hundreds of
+// milliseconds before it serves the partition; franz-go's own retries of such a request back
+// off exponentially (100 ms doubling to 1 s with the engine's settings), which turned a
+// 300 ms wait into up to 2 s. This polls every few milliseconds instead, each request sent to
+// the leader without retries.
+func WaitForServing(ctx context.Context, cl *kgo.Client, topic string) error {
+	for i := 0; ; i++ {
+		ok, err := serving(ctx, cl, topic)
+		if ok {
+			return nil
+		}
+		if i >= 400 {
+			return fmt.Errorf("topic %q: partitions not served %d checks after their leaders appeared: %w", topic, i, err)
+		}
+		wait := 50 * time.Millisecond
+		if i < 100 {
+			wait = 5 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for topic %q to be served: %w", topic, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// serving asks each leader of topic's partitions once for their end offsets.
+func serving(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return false, err
+	}
+	byLeader := map[int32][]int32{}
+	for _, t := range mresp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return false, err
+		}
+		for _, p := range t.Partitions {
+			if p.Leader < 0 || p.ErrorCode != 0 {
+				return false, kerr.ErrorForCode(p.ErrorCode)
+			}
+			byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+		}
+	}
+	if len(byLeader) == 0 {
+		return false, kerr.UnknownTopicOrPartition
+	}
+	for leader, parts := range byLeader {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			return false, err
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	return true, nil
+}

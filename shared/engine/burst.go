@@ -37,6 +37,10 @@ type BurstOptions struct {
 	// Grace bounds finishing in-flight writes and committing positions after fetching
 	// stopped; 0 means 10s.
 	Grace time.Duration
+
+	// fetched, if set, is called once the copy has stopped fetching and closed its source
+	// consumer (shared copies free their loop then).
+	fetched func()
 }
 
 // Progress is a running total of a burst.
@@ -69,6 +73,8 @@ type Summary struct {
 	Reason        string `json:"reason"`
 	Error         string `json:"error,omitempty"`
 	ExactlyOnce   bool   `json:"exactly_once"`
+
+	parts []partResult // per partition, for the calls sharing a copy
 }
 
 // MoreToDo reports whether records were left to copy.
@@ -118,53 +124,55 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 // CopyPartition copies one source partition up to and including offset through (or up to
 // its current end if through < 0 or beyond the end), resuming from and committing its
 // position like a burst. It creates or grows the remote topic if needed. It is the entry
-// point for event-driven callers that learn about one partition at a time.
+// point for event-driven callers that learn about one partition at a time. Calls that arrive
+// while earlier ones copy are copied together (see copyRuns); each gets its own partition's
+// outcome.
 func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
 	start := time.Now()
 	if !e.Selected(topic) {
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
 	}
+	arrived := e.runs.arrive()
+	defer arrived()
 	if err := e.warmed(ctx); err != nil {
 		return e.failed(start, err)
 	}
-	md, err := e.srcAdm.Metadata(ctx, topic)
-	if err != nil {
-		return e.failed(start, fmt.Errorf("describing source topic %q: %w", topic, err))
-	}
-	d, ok := md.Topics[topic]
-	if !ok || d.Err != nil {
-		if ok {
-			err = d.Err
+	// The partition count checked within reuseTTL (at start-up by Warm) saves a metadata
+	// request per call; a partition beyond it means the topic grew, so ask.
+	parts, ok := e.preparedPartitions(topic)
+	if !ok || partition >= parts {
+		md, err := e.srcAdm.Metadata(ctx, topic)
+		if err != nil {
+			return e.failed(start, fmt.Errorf("describing source topic %q: %w", topic, err))
 		}
-		return e.failed(start, fmt.Errorf("describing source topic %q: %v", topic, err))
+		d, ok := md.Topics[topic]
+		if !ok || d.Err != nil {
+			if ok {
+				err = d.Err
+			}
+			return e.failed(start, fmt.Errorf("describing source topic %q: %v", topic, err))
+		}
+		parts = int32(len(d.Partitions))
 	}
-	if partition < 0 || int(partition) >= len(d.Partitions) {
+	if partition < 0 || partition >= parts {
 		return e.failed(start, fmt.Errorf("source topic %q has no partition %d", topic, partition))
 	}
-	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: int32(len(d.Partitions))}
-	var prepare func(context.Context) error
+	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: parts}
 	if !e.preparedRecently(topic, t.Partitions) {
+		// Before queueing: a remote topic that cannot be made ready fails this call only.
 		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
 			return e.failed(start, err)
 		}
-		prepare = func(ctx context.Context) error {
-			if err := e.prepareTargets(ctx, []Topic{t}); err != nil {
-				return err
-			}
-			e.rememberPrepared(topic, t.Partitions)
-			return nil
+		if err := e.prepareTargets(ctx, []Topic{t}); err != nil {
+			return e.failed(start, err)
 		}
+		e.rememberPrepared(topic, t.Partitions)
 	}
-	var limit map[TP]int64
+	limit := int64(-1)
 	if through >= 0 {
-		limit = map[TP]int64{{topic, partition}: through + 1}
+		limit = through + 1
 	}
-	release, err := e.reuse.admit(ctx)
-	if err != nil {
-		return e.failed(start, err)
-	}
-	defer release()
-	return e.runWith(ctx, start, BurstOptions{}, []TP{{topic, partition}}, map[string]string{topic: t.Remote}, limit, true, prepare)
+	return e.copyShared(ctx, &copyCall{tp: TP{topic, partition}, remote: t.Remote, limit: limit, start: start}, arrived)
 }
 
 func (e *Engine) failed(start time.Time, err error) (Summary, error) {
@@ -210,13 +218,22 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		}
 	})
 	var (
-		freshWorks []*work
-		freshErr   error
+		freshWorks   []*work
+		freshErr     error
+		plannedEarly bool
 	)
+	if reuse && !e.opts.ExactlyOnce {
+		if p := e.creatingOffsets(); p != nil {
+			// A first start's warm-up is creating the offsets topic: no position exists.
+			e.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
+			fresh, plannedEarly, offsets = true, true, p
+			wg.Go(func() { freshWorks, freshErr = e.planFrom(ctx, tps, remote, limit, nil) })
+		}
+	}
 	if deferrable {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
-			fresh = true
+			fresh, plannedEarly = true, true
 			offsets = createInBackground(prepared, func() (int32, error) {
 				n, _, err := ensureOffsets(ctx)
 				return n, err
@@ -250,7 +267,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	switch {
 	case bo.Group != "":
 		// The group assigns partitions; they are planned as they arrive.
-	case fresh && deferrable:
+	case plannedEarly:
 		works, err = freshWorks, freshErr // planned while the topics were prepared
 	case fresh:
 		// This run created the offsets topic: no position can be stored yet (at-least-once
@@ -402,7 +419,7 @@ func (e *Engine) refreshPositions() bool {
 func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
 	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
-		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts)}
+		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts}
 	for _, p := range parts {
 		ts := s.Topics[p.tp.Topic]
 		if ts == nil {

@@ -251,6 +251,13 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 			reason = c.copyLoop(ctx, start, cons)
 		}
 	}
+	if cons != nil && c.bo.Group == "" {
+		cons.Close() // nothing more to fetch; a group member leaves only once positions are stored
+		cons = nil
+	}
+	if c.bo.fetched != nil {
+		c.bo.fetched()
+	}
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -299,20 +306,23 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		e.isolation(),
 		kgo.KeepControlRecords(),
 		kgo.WithPools(&c.pool),
-		kgo.FetchMaxBytes(e.opts.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(min(e.opts.FetchMaxBytes, 256<<10)),
 		kgo.FetchMaxWait(250 * time.Millisecond),
 	}
+	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
 	if c.bo.Group == "" {
-		return e.dial(ctx, Source, append(opts, kgo.ConsumePartitions(offs))...)
+		return sizer.dial(ctx, e.dial, Source, append(opts, kgo.ConsumePartitions(offs))...)
 	}
 	topics := make([]string, 0, len(c.remote))
 	for t := range c.remote {
 		topics = append(topics, t)
 	}
-	var cons *kgo.Client
 	opts = append(opts,
 		kgo.ConsumerGroup(c.bo.Group),
+		// Eager: every rebalance hands each member its whole new assignment at once. With a
+		// cooperative balancer a member joining while another copies first gets nothing (the
+		// other gives partitions up in a second round), took that for its share and ended,
+		// and the partitions given up could be left to nobody.
+		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -334,8 +344,7 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.OnPartitionsRevoked(c.revoke),
 		kgo.OnPartitionsLost(c.revoke),
 	)
-	cons, err := e.dial(ctx, Source, opts...)
-	return cons, err
+	return sizer.dial(ctx, e.dial, Source, opts...)
 }
 
 // assign (group mode) plans newly assigned partitions: positions from the offsets topic, end

@@ -196,6 +196,7 @@ type Engine struct {
 
 	reuse   reused       // CopyPartition's long-lived producers and recent checks
 	creates topicBatcher // remote topics asked for at the same time go in one request
+	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -227,7 +228,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 	}
 	e.reuse.space = make(chan struct{}, 1)
-	e.reuse.copies = make(chan struct{}, maxConcurrentCopies)
+	e.runs.max = maxConcurrentCopies
 	e.logProfiles()
 	return e, nil
 }

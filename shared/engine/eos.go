@@ -208,12 +208,10 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	if w.start >= w.end {
 		return res, nil
 	}
-	cons, err := e.dial(ctx, Source,
+	cons, err := newFetchSizer(eosFetchBytes, eosFetchBytes).dial(ctx, e.dial, Source,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(w.start)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(eosFetchBytes),
-		kgo.FetchMaxPartitionBytes(eosFetchBytes),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	if err != nil {

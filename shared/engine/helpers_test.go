@@ -77,13 +77,31 @@ func (f *flow) setTopics(topics ...string) {
 
 func (f *flow) remote(topic string) string { return f.alias + "." + topic }
 
-func (f *flow) engine() *Engine {
+func (f *flow) engine() *Engine { return f.engineWith() }
+
+// engineWithHooks is engine with franz-go hooks on every source client.
+func (f *flow) engineWithHooks(hooks ...kgo.Hook) *Engine {
+	return f.engineWith(kgo.WithHooks(hooks...))
+}
+
+// engineWith is engine with extra options on every source client.
+func (f *flow) engineWith(sourceOpts ...kgo.Opt) *Engine {
 	f.t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	e, err := New(testkit.Context(f.t, time.Minute), f.opts, testDialer(f.c), logger)
+	dial := testDialer(f.c)
+	if len(sourceOpts) > 0 {
+		inner := dial
+		dial = func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+			if side == Source {
+				extra = append(extra, sourceOpts...)
+			}
+			return inner(ctx, side, extra...)
+		}
+	}
+	e, err := New(testkit.Context(f.t, time.Minute), f.opts, dial, logger)
 	if err != nil {
 		f.t.Fatal(err)
 	}

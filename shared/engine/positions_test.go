@@ -1,14 +1,19 @@
 package engine
 
 import (
-	"context"
+	"bytes"
+	"crypto/rand"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -289,8 +294,10 @@ func (f *flow) assertCaughtUpAfterFailure(topic string) {
 }
 
 // TestConcurrentCopyPartitions: the first events of many new topics arrive at once (a
-// KafkaSource starting); at most maxConcurrentCopies calls copy at a time, the others wait,
-// and every topic ends up byte-exact on the target with its position stored.
+// KafkaSource starting). The calls are copied together in shared copies (fewer source
+// consumers than calls, never more than maxConcurrentCopies at once), each call gets its own
+// partition's outcome, and every topic ends up byte-exact on the target with its position
+// stored.
 func TestConcurrentCopyPartitions(t *testing.T) {
 	c := testkit.Require(t)
 	src := c.Source.Bootstrap
@@ -298,7 +305,7 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 	var topics []string
 	for i := range n {
 		topic := testkit.CreateTopic(t, src, testkit.Name(t, fmt.Sprintf("many%d", i)), 1, nil)
-		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 25)...)
+		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 25+i)...)
 		topics = append(topics, topic)
 	}
 	f := newFlow(t, topics...)
@@ -306,24 +313,14 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 	// Count the copies' source consumers (clients with assigned partitions) alive at once,
 	// independently of the engine's own bookkeeping.
 	counter := &liveConsumers{}
-	dial := testDialer(c)
-	e, err := New(ctx, f.opts, func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
-		if side == Source {
-			extra = append(extra, kgo.WithHooks(counter))
-		}
-		return dial(ctx, side, extra...)
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
+	e := f.engineWithHooks(counter)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i, topic := range topics {
 		wg.Go(func() {
 			s, err := e.CopyPartition(ctx, topic, 0, -1)
-			if err == nil && s.Records != 25 {
-				err = fmt.Errorf("copied %d records, want 25", s.Records)
+			if err == nil && (s.Records != int64(25+i) || s.Partitions != 1 || s.Topics[topic] == nil || s.Lag != 0) {
+				err = fmt.Errorf("outcome %+v, want %d records of this partition alone", s, 25+i)
 			}
 			errs[i] = err
 		})
@@ -334,15 +331,74 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 			t.Errorf("%s: %v", topics[i], err)
 		}
 	}
-	if peak := counter.peak.Load(); peak < 2 || peak > maxConcurrentCopies {
-		t.Errorf("%d copies ran at once, want between 2 and %d", peak, maxConcurrentCopies)
+	if peak, total := counter.peak.Load(), counter.total.Load(); peak > maxConcurrentCopies || total >= n/2 {
+		t.Errorf("%d source consumers for %d calls, %d at once; want fewer than %d, at most %d at once", total, n, peak, n/2, maxConcurrentCopies)
+	}
+	pos := f.positions()
+	for i, topic := range topics {
+		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+		if want := int64(24 + i); pos[TP{topic, 0}] != want {
+			t.Errorf("position of %s = %d, want %d", topic, pos[TP{topic, 0}], want)
+		}
+	}
+}
+
+// TestSharedCopyIsolatesFailures: a record the target refuses (larger than its remote topic's
+// max.message.bytes) fails the shared copy it is in; the other partitions of that copy are
+// copied again one by one and succeed, and only the call of the refused partition fails,
+// naming it.
+func TestSharedCopyIsolatesFailures(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	var topics []string
+	for i := range 3 {
+		topic := testkit.CreateTopic(t, src, testkit.Name(t, fmt.Sprintf("ok%d", i)), 1, nil)
+		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 10)...)
+		topics = append(topics, topic)
+	}
+	bad := testkit.CreateTopic(t, src, testkit.Name(t, "big"), 1, nil)
+	big := make([]byte, 20_000)
+	_, _ = rand.Read(big) // incompressible: the batch stays larger than the limit
+	testkit.Produce(t, src, &kgo.Record{Topic: bad, Value: big})
+	f := newFlow(t, append(topics, bad)...)
+	testkit.CreateTopic(t, c.Target.Bootstrap, f.remote(bad), 1, map[string]*string{"max.message.bytes": kadm.StringPtr("5000")})
+
+	e := f.engineWithHooks()
+	var logs bytes.Buffer
+	e.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	e.runs.max = 1
+	ctx := testkit.Context(t, 2*time.Minute)
+	// Held behind the start-up warm-up, the four calls are released together and go into
+	// one shared copy.
+	e.WarmInBackground(ctx, nil)
+	var wg sync.WaitGroup
+	all := append(topics, bad)
+	errs := make([]error, len(all))
+	for i, topic := range all {
+		wg.Go(func() { _, errs[i] = e.CopyPartition(ctx, topic, 0, -1) })
+	}
+	wg.Wait()
+	for i, topic := range topics {
+		if errs[i] != nil {
+			t.Errorf("%s: %v", topic, errs[i])
+		}
+		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	}
+	if err := errs[len(topics)]; err == nil || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("copy of the refused record: %v; want MESSAGE_TOO_LARGE naming %s", err, bad)
+	}
+	// One shared copy of all four failed, then each partition was copied alone.
+	if !strings.Contains(logs.String(), `"msg":"shared copy failed; copying its partitions again one by one","partitions":4`) {
+		t.Errorf("no shared copy of the four partitions failed; log:\n%s", logs.String())
 	}
 	pos := f.positions()
 	for _, topic := range topics {
-		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
-		if pos[TP{topic, 0}] != 24 {
-			t.Errorf("position of %s = %d, want 24", topic, pos[TP{topic, 0}])
+		if pos[TP{topic, 0}] != 9 {
+			t.Errorf("position of %s = %d, want 9", topic, pos[TP{topic, 0}])
 		}
+	}
+	if p, ok := pos[TP{bad, 0}]; ok {
+		t.Errorf("position %d stored for the refused record", p)
 	}
 }
 
@@ -380,32 +436,47 @@ func TestWarm(t *testing.T) {
 }
 
 // TestWarmInBackgroundGatesCopies: a copy that arrives while the start-up warm-up runs waits
-// for it to end (so it neither repeats its work nor meets unserved partitions), then copies.
+// for the topics it needs (so it neither repeats the warm-up's work nor meets unserved
+// partitions), then copies. On a flow's first start it need not wait for the offsets topic
+// (no position exists anywhere): it plans without positions and stores its own once the topic
+// is ready. On a later start it reads the stored positions.
 func TestWarmInBackgroundGatesCopies(t *testing.T) {
 	c := testkit.Require(t)
 	src := c.Source.Bootstrap
 	topic := testkit.CreateTopic(t, src, testkit.Name(t, "gate"), 2, nil)
 	testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 10)...)
 	f := newFlow(t, topic)
-	e := f.engine()
-	ctx := testkit.Context(t, time.Minute)
-	warmErr := make(chan error, 1)
-	e.WarmInBackground(ctx, func(err error) { warmErr <- err })
-	s, err := e.CopyPartition(ctx, topic, 1, -1)
-	if err != nil || s.Records != 5 {
-		t.Fatalf("copy during warm-up: %d records, %v; want 5", s.Records, err)
-	}
-	select {
-	case <-e.reuse.warming:
-	default:
-		t.Error("the copy returned while the warm-up was still running")
-	}
-	if err := <-warmErr; err != nil {
-		t.Errorf("warm-up: %v", err)
+	for i, want := range []int64{5, 3} {
+		e := f.engine()
+		var logs bytes.Buffer
+		e.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		ctx := testkit.Context(t, time.Minute)
+		warmErr := make(chan error, 1)
+		e.WarmInBackground(ctx, func(err error) { warmErr <- err })
+		s, err := e.CopyPartition(ctx, topic, 1, -1)
+		if err != nil || s.Records != want {
+			t.Fatalf("start %d: copy during warm-up: %d records, %v; want %d", i+1, s.Records, err, want)
+		}
+		select {
+		case <-e.reuse.warming:
+		default:
+			t.Errorf("start %d: the copy returned while its topics were still being prepared", i+1)
+		}
+		if err := <-warmErr; err != nil {
+			t.Errorf("start %d: warm-up: %v", i+1, err)
+		}
+		early := strings.Contains(logs.String(), "planning without positions")
+		if first := i == 0; early != first {
+			t.Errorf("start %d: planned without positions: %v, want %v", i+1, early, first)
+		}
+		if pos := f.positions()[TP{topic, 1}]; pos != 4+int64(i)*3 {
+			t.Errorf("start %d: position %d stored, want %d", i+1, pos, 4+i*3)
+		}
+		testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 6)...) // 3 more in partition 1
 	}
 	var want []*kgo.Record
 	for _, r := range sourceRecords(t, src, topic) {
-		if r.Partition == 1 {
+		if r.Partition == 1 && r.Offset < 8 {
 			want = append(want, r)
 		}
 	}
@@ -414,7 +485,7 @@ func TestWarmInBackgroundGatesCopies(t *testing.T) {
 
 // liveConsumers is a franz-go hook counting clients that consume assigned partitions (the
 // copies' source consumers) while they are open, and the most open at once.
-type liveConsumers struct{ live, peak atomic.Int32 }
+type liveConsumers struct{ live, peak, total atomic.Int32 }
 
 func isConsumer(cl *kgo.Client) bool {
 	m, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset)
@@ -425,6 +496,7 @@ func (l *liveConsumers) OnNewClient(cl *kgo.Client) {
 	if !isConsumer(cl) {
 		return
 	}
+	l.total.Add(1)
 	n := l.live.Add(1)
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
@@ -33,27 +36,11 @@ type reused struct {
 	inflight atomic.Int64
 	space    chan struct{}
 
-	// copies admits at most maxConcurrentCopies calls at a time: each has its own source
-	// consumer and fetch buffers, so the first events of many new topics (all at once when
-	// a KafkaSource starts) would otherwise make memory follow the number of partitions.
-	// Past a few copies the shared in-flight budget above is the limit anyway.
-	copies chan struct{}
-
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
-}
-
-// maxConcurrentCopies is how many CopyPartition calls copy at once.
-const maxConcurrentCopies = 8
-
-// admit waits for a copy slot and returns its release.
-func (r *reused) admit(ctx context.Context) (release func(), err error) {
-	select {
-	case r.copies <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for one of %d copy slots: %w", maxConcurrentCopies, ctx.Err())
-	}
-	return func() { <-r.copies }, nil
+	// offsetsCreating is the offsets topic a first start's warm-up is creating while copies
+	// already run.
+	offsetsCreating *pendingTopic
 }
 
 type preparedTopic struct {
@@ -166,6 +153,19 @@ func (e *Engine) preparedRecently(topic string, partitions int32) bool {
 	return ok && p.partitions == partitions && time.Since(p.at) < reuseTTL
 }
 
+// preparedPartitions returns the partition count of topic as last checked, if within
+// reuseTTL.
+func (e *Engine) preparedPartitions(topic string) (int32, bool) {
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.prepared[topic]
+	if !ok || time.Since(p.at) >= reuseTTL {
+		return 0, false
+	}
+	return p.partitions, true
+}
+
 func (e *Engine) rememberPrepared(topic string, partitions int32) {
 	r := &e.reuse
 	r.mu.Lock()
@@ -195,11 +195,18 @@ func waitZero(ctx context.Context, n *atomic.Int64) error {
 }
 
 // Warm readies what CopyPartition calls will need, before the first event: every selected
-// topic's remote topic (all missing ones in one request), the offsets topic and the
-// offset-syncs topic with its producer. mirror serve runs it at start, beside serving, so the
-// first events of many new topics do not each wait for their own topic; calls that arrive
-// meanwhile prepare their topic themselves, which is harmless.
-func (e *Engine) Warm(ctx context.Context) error {
+// topic's remote topic (all missing ones in one request), the offset-syncs topic with its
+// producer, and the offsets topic, which it waits for until it answers. mirror serve runs it
+// at start, beside serving (WarmInBackground), so the first events of many new topics do not
+// each wait for their own topic.
+func (e *Engine) Warm(ctx context.Context) error { return e.warm(ctx, nil) }
+
+// warm is Warm; release, if not nil, is called once copies may start: on a flow's first start
+// (no offsets topic yet, so no stored position anywhere) as soon as the remote and offset-syncs
+// topics are ready, the offsets topic being created behind them as a first burst does;
+// otherwise at the end.
+func (e *Engine) warm(ctx context.Context, release func()) error {
+	start := time.Now()
 	topics, err := e.DiscoverTopics(ctx)
 	if err != nil {
 		return err
@@ -207,44 +214,99 @@ func (e *Engine) Warm(ctx context.Context) error {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
-	if err := e.prepareTargets(ctx, topics); err != nil {
+	offsets, err := cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic)
+	if err != nil {
+		return fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
+	}
+	var (
+		wg      sync.WaitGroup
+		syncErr error
+	)
+	wg.Go(func() {
+		// Beside the remote topics: the offset-syncs topic is on the source by default.
+		s, err := e.reusedSyncEmitter(ctx, false)
+		if err == nil {
+			s.close()
+		}
+		syncErr = err
+	})
+	err = e.prepareTargets(ctx, topics)
+	wg.Wait()
+	if err = errors.Join(err, syncErr); err != nil {
 		return err
 	}
 	for _, t := range topics {
 		e.rememberPrepared(t.Source, t.Partitions)
 	}
-	if _, _, err := e.reusedOffsetsTopic(ctx); err != nil {
+	e.log.Debug("warm-up: remote and offset-syncs topics ready", "topics", len(topics), "elapsed", time.Since(start).String())
+	ready := func() (int32, error) {
+		n, _, err := e.reusedOffsetsTopic(ctx)
+		if err != nil {
+			return 0, err
+		}
+		e.log.Debug("warm-up: offsets topic led", "elapsed", time.Since(start).String())
+		// A partition created a moment ago refuses ListOffsets for a while (hundreds of ms
+		// here); copies read positions from the offsets topic, so wait here, once, until it
+		// answers.
+		if err := cluster.WaitForServing(ctx, e.tgt, e.opts.OffsetStorageTopic); err != nil {
+			return 0, fmt.Errorf("offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
+		}
+		e.log.Debug("warm-up: offsets topic answers", "elapsed", time.Since(start).String())
+		return n, nil
+	}
+	if offsets.Exists || e.opts.ExactlyOnce || release == nil {
+		// Exactly-once copies read positions after fencing: they wait for the topic.
+		_, err := ready()
 		return err
 	}
-	s, err := e.reusedSyncEmitter(ctx, false)
-	if err != nil {
-		return err
-	}
-	s.close()
-	// A partition created a moment ago refuses ListOffsets for a while (hundreds of ms here);
-	// every call reads positions from the offsets topic, so wait here, once, until it answers.
-	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	_, _ = e.tgtAdm.ListEndOffsets(lctx, e.opts.OffsetStorageTopic)
-	return nil
+	p := createInBackground(nil, ready)
+	e.reuse.mu.Lock()
+	e.reuse.offsetsCreating = p
+	e.reuse.mu.Unlock()
+	release()
+	_, err = p.wait(ctx)
+	return err
 }
 
-// WarmInBackground runs Warm beside the caller and makes CopyPartition calls wait until it
-// ends (successful or not: a call then prepares what it needs itself), so the first events
-// neither repeat its work nor meet partitions that are not served yet. done, if not nil, gets
-// Warm's error.
+// WarmInBackground runs Warm beside the caller and makes CopyPartition calls wait until the
+// topics they need are ready (on a flow's first start, all but the offsets topic; see warm),
+// so the first events neither repeat its work nor meet partitions that are not served yet.
+// A call released by a warm-up that failed prepares what it needs itself. done, if not nil,
+// gets Warm's error.
 func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
 	ch := make(chan struct{})
 	e.reuse.mu.Lock()
 	e.reuse.warming = ch
 	e.reuse.mu.Unlock()
+	var once sync.Once
+	release := func() { once.Do(func() { close(ch) }) }
 	go func() {
-		err := e.Warm(ctx)
-		close(ch)
+		err := e.warm(ctx, release)
+		release()
 		if done != nil {
 			done(err)
 		}
 	}()
+}
+
+// NoPositionsYet reports whether no position can be stored anywhere yet: a first start's
+// warm-up (WarmInBackground) found no offsets topic and is still creating it. Callers can then
+// skip reading positions.
+func (e *Engine) NoPositionsYet() bool { return e.creatingOffsets() != nil }
+
+// creatingOffsets returns the offsets topic while a first start's warm-up creates it (no
+// position is stored anywhere before it is ready), nil otherwise.
+func (e *Engine) creatingOffsets() *pendingTopic {
+	e.reuse.mu.Lock()
+	p := e.reuse.offsetsCreating
+	e.reuse.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if _, done := p.ready(); done || p.failed() != nil {
+		return nil
+	}
+	return p
 }
 
 // warmed waits until a warm-up in progress has ended.

@@ -126,6 +126,9 @@ func (c *EngineCopier) offsetsPartitions(ctx context.Context, tgt *kgo.Client) (
 
 // Position reads the stored position of a partition.
 func (c *EngineCopier) Position(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+	if c.e.NoPositionsYet() {
+		return 0, false, nil
+	}
 	_, tgt, err := c.clients(ctx)
 	if err != nil {
 		return 0, false, err
@@ -208,7 +211,8 @@ func (c *EngineCopier) CopyThrough(ctx context.Context, topic string, partition 
 	if err != nil {
 		return 0, fmt.Errorf("copying %s[%d] through %d: %w", topic, partition, end-1, err)
 	}
-	if sum.Lag > 0 {
+	if sum.Lag > 0 || sum.Reason != engine.ReasonDone {
+		// Not done (stopped early): what it stored is only known from the position.
 		return 0, fmt.Errorf("copy of %s[%d] stopped (%s) with %d records left before offset %d", topic, partition, sum.Reason, sum.Lag, end)
 	}
 	return end, nil

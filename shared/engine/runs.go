@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxConcurrentCopies is how many shared copies CopyPartition runs at once. Each has its own
+// source consumer and fetch buffers; past a few, the engine's shared in-flight budget is the
+// limit anyway.
+const maxConcurrentCopies = 8
+
+// maxPartitionsPerRun bounds the partitions one shared copy takes.
+const maxPartitionsPerRun = 512
+
+// copyRuns coalesces CopyPartition calls into shared copies. Event-driven callers ask for one
+// partition per call, and a KafkaSource that starts, or one that follows many new topics,
+// asks for many partitions at once. A copy per call connects its own source consumer, plans
+// alone and stores its positions alone; 50 such copies of small topics took 3-4 s on a
+// 2-core machine where one copy of all 50 (a burst) takes about one. So at most
+// maxConcurrentCopies copies run at a time, and when one ends, the calls that queued
+// meanwhile go together into the next: one consumer, one plan, one position write for all.
+//
+// A shared copy answers its calls when it ends, all together. If it fails, its partitions are
+// copied again one by one, so one partition's failure (a record the target refuses) does not
+// fail the others. It stops early (positions stored) only when every call waiting for it
+// has given up.
+type copyRuns struct {
+	mu       sync.Mutex
+	queue    []*copyCall
+	running  int // loops running copies, at most max
+	max      int
+	arriving int // calls on their way to the queue (checking and preparing their topic)
+}
+
+// gatherMax is how long a copy about to start waits for calls on their way to the queue, so
+// that events arriving together (a KafkaSource starting) are copied together.
+const gatherMax = 25 * time.Millisecond
+
+// arrive counts a call on its way to the queue; the returned func ends that (enqueue or not).
+func (r *copyRuns) arrive() (left func()) {
+	r.mu.Lock()
+	r.arriving++
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.arriving--
+			r.mu.Unlock()
+		})
+	}
+}
+
+// gather waits, at most gatherMax, until no call is on its way to the queue.
+func (r *copyRuns) gather() {
+	deadline := time.Now().Add(gatherMax)
+	for {
+		r.mu.Lock()
+		n := r.arriving
+		r.mu.Unlock()
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+}
+
+// copyCall is one CopyPartition call, queued or in a shared copy.
+type copyCall struct {
+	tp     TP
+	remote string
+	limit  int64           // copy offsets below limit; < 0: up to the end seen when the copy plans
+	ctx    context.Context // the caller's, for its values only
+	start  time.Time
+	solo   bool // copy it alone (after a shared copy failed)
+
+	// Under copyRuns.mu: the copy that took the call (nil while queued), and whether the
+	// caller stopped waiting.
+	run       *sharedRun
+	abandoned bool
+
+	done chan struct{} // closed once sum and err are set
+	sum  Summary
+	err  error
+}
+
+// sharedRun is one running shared copy.
+type sharedRun struct {
+	cancel  context.CancelFunc
+	waiting int // calls still waiting for it, under copyRuns.mu
+}
+
+// copyShared queues call, makes sure a loop will take it, and waits for its outcome. If ctx
+// ends first, the call leaves its copy; the last call to leave stops the copy and waits for
+// it to store its positions, so the caller learns how far it got.
+func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func()) (Summary, error) {
+	r := &e.runs
+	call.ctx, call.done = ctx, make(chan struct{})
+	e.enqueue(call, arrived)
+	select {
+	case <-call.done:
+		return call.sum, call.err
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	last := false
+	switch {
+	case call.run == nil && !call.abandoned:
+		if i := slices.Index(r.queue, call); i >= 0 {
+			r.queue = slices.Delete(r.queue, i, i+1)
+			r.mu.Unlock()
+			return e.failed(call.start, fmt.Errorf("waiting for a copy of %s: %w", call.tp, ctx.Err()))
+		}
+	case call.run != nil:
+		call.run.waiting--
+		if last = call.run.waiting == 0; last {
+			call.run.cancel()
+		}
+	}
+	call.abandoned = true
+	r.mu.Unlock()
+	if !last {
+		select {
+		case <-call.done:
+			return call.sum, call.err
+		default:
+			return e.failed(call.start, fmt.Errorf("copy of %s not finished: %w", call.tp, ctx.Err()))
+		}
+	}
+	<-call.done // the copy stops at once and stores positions within its grace period
+	return call.sum, call.err
+}
+
+// enqueue adds call to the queue (ending its arrival) and starts a loop if one is free.
+func (e *Engine) enqueue(call *copyCall, arrived func()) {
+	r := &e.runs
+	arrived()
+	r.mu.Lock()
+	r.queue = append(r.queue, call)
+	start := r.running < r.max
+	if start {
+		r.running++
+	}
+	r.mu.Unlock()
+	if start {
+		go e.runCopies()
+	}
+}
+
+// take removes the next copy's calls from the queue: a solo call alone, otherwise every
+// queued call of a distinct partition (up to maxPartitionsPerRun). Called under r.mu.
+func (r *copyRuns) take() []*copyCall {
+	if len(r.queue) == 0 {
+		return nil
+	}
+	if r.queue[0].solo {
+		c := r.queue[0]
+		r.queue = slices.Delete(r.queue, 0, 1)
+		return []*copyCall{c}
+	}
+	seen := map[TP]bool{}
+	var batch, rest []*copyCall
+	for _, c := range r.queue {
+		if c.solo || seen[c.tp] || len(batch) == maxPartitionsPerRun {
+			rest = append(rest, c)
+			continue
+		}
+		seen[c.tp] = true
+		batch = append(batch, c)
+	}
+	r.queue = rest
+	return batch
+}
+
+// runCopies runs shared copies until the queue is empty. A copy holds the loop while it
+// fetches; once it has fetched what it was asked for, the loop moves on while the copy waits
+// for its last acknowledgements and stores its positions (on a flow's first start that means
+// waiting for the offsets topic, which took a loaded broker a second: copies that had finished
+// fetching held every loop meanwhile).
+func (e *Engine) runCopies() {
+	r := &e.runs
+	for {
+		r.gather()
+		r.mu.Lock()
+		batch := r.take()
+		if len(batch) == 0 {
+			r.running--
+			r.mu.Unlock()
+			return
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		run := &sharedRun{cancel: cancel, waiting: len(batch)}
+		for _, c := range batch {
+			c.run = run
+		}
+		r.mu.Unlock()
+		fetched := make(chan struct{})
+		var once sync.Once
+		release := func() { once.Do(func() { close(fetched) }) }
+		go func() {
+			defer cancel()
+			defer release()
+			e.runShared(ctx, batch, release)
+		}()
+		<-fetched
+	}
+}
+
+// runShared copies the partitions of batch in one run and answers each call with its own
+// partition's part of the outcome. fetched is called when the run stops fetching.
+func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func()) {
+	start := time.Now()
+	tps := make([]TP, len(batch))
+	remote := map[string]string{}
+	limit := map[TP]int64{}
+	for i, c := range batch {
+		tps[i] = c.tp
+		remote[c.tp.Topic] = c.remote
+		if c.limit >= 0 {
+			limit[c.tp] = c.limit
+		}
+	}
+	bo := BurstOptions{fetched: func() {
+		e.log.Debug("shared copy fetched", "partitions", len(batch), "elapsed", time.Since(start).String())
+		fetched()
+	}}
+	sum, err := e.runWith(ctx, start, bo, tps, remote, limit, true, nil)
+	if err != nil && len(batch) > 1 {
+		e.log.Warn("shared copy failed; copying its partitions again one by one", "partitions", len(batch), "err", err)
+		r := &e.runs
+		r.mu.Lock()
+		var again bool
+		for _, c := range slices.Backward(batch) {
+			if c.abandoned {
+				// Nobody waits for it, or its last caller waits for this outcome.
+				c.sum, c.err = e.partSummary(sum, c, start, err)
+				close(c.done)
+				continue
+			}
+			// At the queue's head: a loop takes them next.
+			c.solo, c.run = true, nil
+			r.queue = slices.Insert(r.queue, 0, c)
+			again = true
+		}
+		start := again && r.running < r.max
+		if start {
+			r.running++
+		}
+		r.mu.Unlock()
+		if start {
+			go e.runCopies()
+		}
+		return
+	}
+	for _, c := range batch {
+		c.sum, c.err = e.partSummary(sum, c, start, err)
+		close(c.done)
+	}
+}
+
+// partSummary is the part of a shared copy's summary that concerns call's partition, timed
+// from the call's start. A copy that ended without a word on the partition failed for it.
+func (e *Engine) partSummary(s Summary, call *copyCall, runStart time.Time, err error) (Summary, error) {
+	var parts []partResult
+	for _, p := range s.parts {
+		if p.tp == call.tp {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 && err == nil {
+		err = fmt.Errorf("copy of %s ended (%s) without an outcome for it", call.tp, s.Reason)
+	}
+	reason := s.Reason
+	if err != nil {
+		reason = ReasonFailed
+	}
+	out := e.finishSummary(call.start, parts, reason, err)
+	if out.Records > 0 && s.FirstRecordMS >= 0 {
+		out.FirstRecordMS = runStart.Add(time.Duration(s.FirstRecordMS) * time.Millisecond).Sub(call.start).Milliseconds()
+	}
+	return out, err
+}
