@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/mm2go/mm2go/shared/cluster"
 )
 
@@ -217,42 +219,47 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}
 	})
-	var (
-		freshWorks   []*work
-		freshErr     error
-		plannedEarly bool
-	)
+	// Planning (and with it the source consumer's start) runs beside the preparation of the
+	// topics whenever the positions can be read, or are known not to exist, before it ends.
+	var early earlyStart
 	if reuse && !e.opts.ExactlyOnce {
 		if p := e.creatingOffsets(); p != nil {
 			// A first start's warm-up is creating the offsets topic: no position exists.
 			e.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
-			fresh, plannedEarly, offsets = true, true, p
-			wg.Go(func() { freshWorks, freshErr = e.planFrom(ctx, tps, remote, limit, nil) })
+			fresh, offsets = true, p
+			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, 0, &early) })
 		}
 	}
-	if deferrable {
+	if deferrable && offsets == nil {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
-			fresh, plannedEarly = true, true
+			fresh = true
 			offsets = createInBackground(prepared, func() (int32, error) {
 				n, _, err := ensureOffsets(ctx)
 				return n, err
 			})
 			defer func() { _, _ = offsets.wait(context.WithoutCancel(ctx)) }() // let it end with the run
 			// No position can be stored yet: plan from the source's offsets alone, meanwhile.
-			wg.Go(func() { freshWorks, freshErr = e.planFrom(ctx, tps, remote, limit, nil) })
+			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, 0, &early) })
 		}
 	}
 	if offsets == nil && offsetsErr == nil {
 		var parts int32
 		parts, fresh, offsetsErr = ensureOffsets(ctx)
 		offsets = readyTopic(parts)
+		if offsetsErr == nil && bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
+			if fresh {
+				parts = 0 // this run created the offsets topic: no position can be stored yet
+			}
+			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, parts, &early) })
+		}
 	}
 	wg.Wait()
 	if syncsErr == nil && (offsetsErr != nil || prepareErr != nil) {
 		syncs.close()
 	}
 	if err := errors.Join(prepareErr, offsetsErr, syncsErr); err != nil {
+		early.close()
 		return e.failed(start, err)
 	}
 	defer syncs.close()
@@ -267,8 +274,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	switch {
 	case bo.Group != "":
 		// The group assigns partitions; they are planned as they arrive.
-	case plannedEarly:
-		works, err = freshWorks, freshErr // planned while the topics were prepared
+	case early.planned:
+		works, err = early.works, early.err
 	case fresh:
 		// This run created the offsets topic: no position can be stored yet (at-least-once
 		// only; in exactly-once mode positions are always read after fencing).
@@ -277,16 +284,63 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		works, err = e.plan(ctx, tps, remote, limit, offsets.parts)
 	}
 	if err != nil {
+		early.close()
 		return e.failed(start, err)
 	}
 	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
 	c := newCopier(e, bo, works, offsets, syncs)
+	if early.cons != nil {
+		c.pool, c.early = early.pool, early.cons
+	}
 	c.remote = remote
 	c.reuse = reuse
 	if reuse {
 		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	}
 	return c.run(ctx, start)
+}
+
+// earlyStart is a plan made beside the preparation of the topics, and the source consumer
+// started with it: it connects and fetches while the remote topics are still being created.
+type earlyStart struct {
+	planned bool
+	works   []*work
+	err     error
+	cons    *kgo.Client // nil if none was started
+	pool    *fetchPool
+}
+
+// planEarly plans tps (from the positions in the offsets topic's offsetsParts partitions, or
+// without positions if 0) and starts the source consumer of the partitions with work.
+func (e *Engine) planEarly(ctx context.Context, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
+	if offsetsParts > 0 {
+		es.works, es.err = e.plan(ctx, tps, remote, limit, offsetsParts)
+	} else {
+		es.works, es.err = e.planFrom(ctx, tps, remote, limit, nil)
+	}
+	es.planned = true
+	e.log.Debug("planned", "partitions", len(es.works))
+	if es.err != nil || bo.Group != "" || e.opts.ExactlyOnce {
+		return
+	}
+	offs := startOffsets(es.works)
+	if len(offs) == 0 {
+		return
+	}
+	pool := &fetchPool{}
+	cons, err := e.dialConsumer(ctx, pool, offs)
+	if err != nil {
+		return // the copier connects again and reports the failure
+	}
+	es.cons, es.pool = cons, pool
+}
+
+// close closes a consumer started early that will not be used.
+func (es *earlyStart) close() {
+	if es.cons != nil {
+		es.cons.Close()
+		es.cons = nil
+	}
 }
 
 // pendingTopic is an internal topic a copier writes to (the Connect offsets topic, the

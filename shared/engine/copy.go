@@ -83,7 +83,8 @@ type copier struct {
 	reuse               bool
 	pending, posPending atomic.Int64
 
-	pool fetchPool
+	pool  *fetchPool
+	early *kgo.Client // source consumer started while the topics were prepared, until used
 	// inflight counts bytes produced, not yet acknowledged; space is signalled when it drops
 	// below MaxBufferedBytes. Both are the engine's (one bound for all concurrent calls)
 	// with reuse.
@@ -100,7 +101,7 @@ type copier struct {
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
-		inflight: new(atomic.Int64), space: make(chan struct{}, 1)}
+		inflight: new(atomic.Int64), space: make(chan struct{}, 1), pool: &fetchPool{}}
 	for _, w := range works {
 		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
 		c.states = append(c.states, st)
@@ -208,6 +209,11 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	defer cancelWrites()
 
 	var err error
+	defer func() {
+		if c.early != nil {
+			c.early.Close() // not used: the run failed before it fetched
+		}
+	}()
 	if c.reuse {
 		if c.prod, c.posProd, err = e.reusedProducers(ctx); err != nil {
 			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
@@ -224,26 +230,26 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 
 	c.writeCtx = writeCtx
-	offs := map[string]map[int32]kgo.Offset{}
 	for _, st := range c.states {
 		st.ctx = writeCtx
 		if st.w.start >= st.w.end {
 			st.done = true
 			continue
 		}
-		if offs[st.w.tp.Topic] == nil {
-			offs[st.w.tp.Topic] = map[int32]kgo.Offset{}
-		}
-		offs[st.w.tp.Topic][st.w.tp.Partition] = kgo.NewOffset().At(st.w.start)
 		c.active++
 	}
+	offs := startOffsets(c.works())
 	// Positions chosen by auto.offset.reset=latest are stored at once.
 	c.writePositions(writeCtx)
 
 	reason := ReasonDone
 	var cons *kgo.Client
 	if c.bo.Group != "" || c.active > 0 {
-		cons, err = c.consumer(ctx, offs)
+		if c.early != nil {
+			cons, c.early = c.early, nil // started while the topics were prepared
+		} else {
+			cons, err = c.consumer(ctx, offs)
+		}
 		if err != nil {
 			c.fail(fmt.Errorf("connecting source consumer: %w", err))
 			reason = ReasonFailed
@@ -302,16 +308,11 @@ func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *atomic.Int6
 // never from the group).
 func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
 	e := c.e
-	opts := []kgo.Opt{
-		e.isolation(),
-		kgo.KeepControlRecords(),
-		kgo.WithPools(&c.pool),
-		kgo.FetchMaxWait(250 * time.Millisecond),
-	}
-	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
 	if c.bo.Group == "" {
-		return sizer.dial(ctx, e.dial, Source, append(opts, kgo.ConsumePartitions(offs))...)
+		return e.dialConsumer(ctx, c.pool, offs)
 	}
+	opts := e.consumerOpts(c.pool)
+	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
 	topics := make([]string, 0, len(c.remote))
 	for t := range c.remote {
 		topics = append(topics, t)
@@ -345,6 +346,46 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.OnPartitionsLost(c.revoke),
 	)
 	return sizer.dial(ctx, e.dial, Source, opts...)
+}
+
+// consumerOpts are the options of every at-least-once source consumer.
+func (e *Engine) consumerOpts(pool *fetchPool) []kgo.Opt {
+	return []kgo.Opt{
+		e.isolation(),
+		kgo.KeepControlRecords(),
+		kgo.WithPools(pool),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+	}
+}
+
+// dialConsumer connects a source consumer assigned offs directly; it starts fetching at once.
+func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
+	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
+	return sizer.dial(ctx, e.dial, Source, append(e.consumerOpts(pool), kgo.ConsumePartitions(offs))...)
+}
+
+// startOffsets returns where the consumer starts for every work not already done.
+func startOffsets(works []*work) map[string]map[int32]kgo.Offset {
+	offs := map[string]map[int32]kgo.Offset{}
+	for _, w := range works {
+		if w.start >= w.end {
+			continue
+		}
+		if offs[w.tp.Topic] == nil {
+			offs[w.tp.Topic] = map[int32]kgo.Offset{}
+		}
+		offs[w.tp.Topic][w.tp.Partition] = kgo.NewOffset().At(w.start)
+	}
+	return offs
+}
+
+// works returns the works of the copier's partitions.
+func (c *copier) works() []*work {
+	out := make([]*work, len(c.states))
+	for i, st := range c.states {
+		out[i] = st.w
+	}
+	return out
 }
 
 // assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
