@@ -8,14 +8,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/mm2go/mm2go/test/testkit/kafkasource"
 )
 
 // runServe measures fetch mode: `mirror serve` on a free port, driven by the KafkaSource-like
 // driver (ordered delivery, a consumer group of its own per workload, so a resumed workload's
 // second run continues from the first's commits) over the same backlog. Times are from the
-// serve process's start; done = every record on the target.
-func (h *harness) runServe(ctx context.Context, w workload, topics []string) (contender, error) {
+// serve process's start; done = every record on the target. With settle (a resumed workload's
+// unmeasured first run) the driver is stopped only once it has committed every record, as a
+// KafkaSource does before its function scales to zero, so the measured run starts after them.
+func (h *harness) runServe(ctx context.Context, w workload, topics []string, settle bool) (contender, error) {
 	const alias = "svsrc"
 	port, err := freePort()
 	if err != nil {
@@ -29,6 +33,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string) (co
 	defer logFile.Close()
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	group := "bench-serve-" + topics[0]
 	dctx, stopDriver := context.WithCancel(ctx)
 	defer stopDriver()
 	driverDone := make(chan error, 1)
@@ -45,7 +50,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string) (co
 			time.Sleep(5 * time.Millisecond)
 		}
 		d, err := kafkasource.New(kafkasource.Config{Bootstrap: h.source, Topics: topics,
-			Group: "bench-serve-" + topics[0], Sink: base + "/",
+			Group: group, Sink: base + "/",
 			Source: kafkasource.Source{Namespace: "bench", Name: "mirror"}})
 		if err != nil {
 			driverDone <- err
@@ -54,6 +59,9 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string) (co
 		driverDone <- d.Run(dctx)
 	}()
 	c, err := h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {
+		if settle {
+			h.waitCommitted(ctx, group, topics)
+		}
 		stopDriver()
 		<-driverDone
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -69,4 +77,24 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitCommitted waits (at most a minute) until the driver's group has committed the end of
+// every source partition of topics.
+func (h *harness) waitCommitted(ctx context.Context, group string, topics []string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ends, err := h.srcAdm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return
+	}
+	for _, t := range topics {
+		want := map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Topic == t {
+				want[o.Partition] = o.Offset
+			}
+		})
+		_ = kafkasource.WaitDelivered(ctx, h.source, group, t, want)
+	}
 }

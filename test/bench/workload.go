@@ -71,7 +71,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 	}
 	res.Mirror = &c
 	if !opts.skipServe {
-		c, err := h.runServe(ctx, w, topics)
+		c, err := h.runServe(ctx, w, topics, false)
 		if err != nil {
 			return res, fmt.Errorf("mirror serve: %w", err)
 		}
@@ -94,7 +94,7 @@ func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts 
 		return fmt.Errorf("mirror run: %w", err)
 	}
 	if !opts.skipServe {
-		if _, err := h.runServe(ctx, w, topics); err != nil {
+		if _, err := h.runServe(ctx, w, topics, true); err != nil {
 			return fmt.Errorf("mirror serve: %w", err)
 		}
 	}
