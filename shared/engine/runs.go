@@ -21,8 +21,9 @@ const maxPartitionsPerRun = 512
 // asks for many partitions at once. A copy per call connects its own source consumer, plans
 // alone and stores its positions alone; 50 such copies of small topics took 3-4 s on a
 // 2-core machine where one copy of all 50 (a burst) takes about one. So at most
-// maxConcurrentCopies copies run at a time, and when one ends, the calls that queued
-// meanwhile go together into the next: one consumer, one plan, one position write for all.
+// maxConcurrentCopies copies fetch at a time, and when one stops fetching, the calls that
+// queued meanwhile go together into the next: one consumer, one plan, one position write for
+// all. A copy about to start first waits briefly (gatherMax) for calls still on their way.
 //
 // A shared copy answers its calls when it ends, all together. If it fails, its partitions are
 // copied again one by one, so one partition's failure (a record the target refuses) does not
