@@ -279,15 +279,10 @@ func (h *Handler) runCopy(k tp, p *partition, f *flight) {
 	ctx, cancel := context.WithTimeout(h.ctx, h.opts.CopyTimeout)
 	defer cancel()
 	start := time.Now()
-	known := p.nextKnown()
-	if known < 0 {
-		// First event for this partition in this process: the stored position may already
-		// cover it (a redelivery after a restart), which costs one read instead of a copy.
-		if n, ok, err := h.c.Position(ctx, k.topic, k.partition); err == nil && ok {
-			known = n
-		}
-	}
-	if known > f.through {
+	// A partition this process has not copied yet goes to the copier at once: the copy reads
+	// the stored position itself and copies nothing when it already covers the event (a
+	// redelivery after a restart). Reading it here first cost every first event a second read.
+	if known := p.nextKnown(); known > f.through {
 		f.next = known
 	} else {
 		h.copyMu.RLock()

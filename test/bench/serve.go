@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,19 +39,12 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 	defer stopDriver()
 	driverDone := make(chan error, 1)
 	go func() {
-		// Deliver once the function is ready, as Knative would route to it.
-		for dctx.Err() == nil {
-			resp, err := http.Get(base + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// The dispatcher runs already when the function starts (it is always on in Knative):
+		// it joins its group and fetches beside the function's start, and its first request
+		// is held until the function is ready, as Knative's activator holds it.
+		gate := &activator{ready: base + "/readyz", next: &http.Transport{MaxIdleConnsPerHost: 100, IdleConnTimeout: 10 * time.Second}}
 		d, err := kafkasource.New(kafkasource.Config{Bootstrap: h.source, Topics: topics,
-			Group: group, Sink: base + "/",
+			Group: group, Sink: base + "/", Client: &http.Client{Transport: gate},
 			Source: kafkasource.Source{Namespace: "bench", Name: "mirror"}})
 		if err != nil {
 			driverDone <- err
@@ -97,4 +91,32 @@ func (h *harness) waitCommitted(ctx context.Context, group string, topics []stri
 		})
 		_ = kafkasource.WaitDelivered(ctx, h.source, group, t, want)
 	}
+}
+
+// activator holds requests until the function answers its readiness probe, then passes them
+// on, as Knative's activator does for a revision scaled to zero.
+type activator struct {
+	ready string
+	next  http.RoundTripper
+
+	once sync.Once
+}
+
+func (a *activator) RoundTrip(req *http.Request) (*http.Response, error) {
+	a.once.Do(func() {
+		for req.Context().Err() == nil {
+			probe, err := http.NewRequestWithContext(req.Context(), http.MethodGet, a.ready, nil)
+			if err != nil {
+				return
+			}
+			if resp, err := a.next.RoundTrip(probe); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	return a.next.RoundTrip(req)
 }

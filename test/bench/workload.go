@@ -151,7 +151,7 @@ func (r report) markdown() string {
 	b.WriteString("\"mm2go first record after brokers answer\" is mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged. ")
 	b.WriteString("A workload named -resumed measures a second run on a flow whose topics and positions a first run left behind (only the new records are copied): the cost of a scale-to-zero instance picking up where it stopped. tiny-10 is a flow's very first run, which also creates the remote and internal topics. ")
 	b.WriteString("mm2go / MM2 compares time to done (higher is better for mm2go); mm2go / producer limit compares records/s with Kafka's producer perf test into the target. ")
-	b.WriteString("serve = `mirror serve` in fetch mode driven by a KafkaSource-like dispatcher (ordered, one request per record); serve / run compares time to done with `mirror run` (higher is better).\n\n")
+	b.WriteString("serve = `mirror serve` in fetch mode driven by a KafkaSource-like dispatcher (ordered, one request per record; like Knative's, it is running when the function starts, and its first request is held until the function answers /readyz, as the activator holds it); serve / run compares time to done with `mirror run` (higher is better).\n\n")
 	b.WriteString(tableHeader + "\n")
 	for _, res := range r.Results {
 		b.WriteString(res.markdownRow() + "\n")

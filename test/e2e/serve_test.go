@@ -69,8 +69,8 @@ func TestServeFetchModeByteExact(t *testing.T) {
 }
 
 // TestServeFetchModeCoalescesAndRestarts: an unordered driver sends many concurrent events per
-// partition; a fresh function process (empty cache) then answers redeliveries from the stored
-// position without copying anything.
+// partition; a fresh function process (empty cache) then answers redeliveries with one copy
+// per partition that resumes from the stored position and writes nothing.
 func TestServeFetchModeCoalescesAndRestarts(t *testing.T) {
 	c := testkit.Require(t)
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sc"), 2, nil)
@@ -98,8 +98,8 @@ func TestServeFetchModeCoalescesAndRestarts(t *testing.T) {
 	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn2.URL})
 	waitDelivered(t, c.Source.Bootstrap, g2, topic, ends, 2*time.Minute)
 	stop2()
-	if n := fn2.copier.copies.Load(); n != 0 {
-		t.Errorf("restarted function copied %d times for already copied offsets", n)
+	if n := fn2.copier.copies.Load(); n > 2 {
+		t.Errorf("restarted function copied %d times for already copied offsets of 2 partitions, want at most one each", n)
 	}
 	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
 		t.Fatalf("redelivery after restart wrote to the target: %v, were %v", after, targetEnds)
