@@ -332,9 +332,13 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string) (cont
 }
 
 // mm2goCmd prepares a mm2go function process for a workload: env settings for the bench
-// clusters under the given aliases, its log file, and the remote topic names to watch. The
-// caller closes the log file.
+// clusters under the given aliases (made the workload's own), its log file, and the remote
+// topic names to watch. The caller closes the log file.
 func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sourceAlias, targetAlias, logName string, args []string, extraEnv ...string) (*exec.Cmd, *os.File, []string, error) {
+	// Each workload is a flow of its own, internal topics included: the aliases carry its
+	// topics' prefix (run stamp and workload name).
+	prefix := strings.TrimSuffix(topics[0], "-0")
+	sourceAlias, targetAlias = sourceAlias+"-"+prefix, targetAlias+"-"+prefix
 	cmd := exec.CommandContext(ctx, h.mirrorBin, args...)
 	cmd.Env = append(append(os.Environ(),
 		"MM2_SOURCE_BOOTSTRAP_SERVERS="+h.source,
