@@ -218,33 +218,11 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 	if err != nil {
 		return fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
 	}
-	var (
-		wg      sync.WaitGroup
-		syncErr error
-	)
-	wg.Go(func() {
-		// Beside the remote topics: the offset-syncs topic is on the source by default.
-		s, err := e.reusedSyncEmitter(ctx, false)
-		if err == nil {
-			s.close()
-		}
-		syncErr = err
-	})
-	err = e.prepareTargets(ctx, topics)
-	wg.Wait()
-	if err = errors.Join(err, syncErr); err != nil {
-		return err
-	}
-	for _, t := range topics {
-		e.rememberPrepared(t.Source, t.Partitions)
-	}
-	e.log.Debug("warm-up: remote and offset-syncs topics ready", "topics", len(topics), "elapsed", time.Since(start).String())
 	ready := func() (int32, error) {
 		n, _, err := e.reusedOffsetsTopic(ctx)
 		if err != nil {
 			return 0, err
 		}
-		e.log.Debug("warm-up: offsets topic led", "elapsed", time.Since(start).String())
 		// A partition created a moment ago refuses ListOffsets for a while (hundreds of ms
 		// here); copies read positions from the offsets topic, so wait here, once, until it
 		// answers.
@@ -254,7 +232,35 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		e.log.Debug("warm-up: offsets topic answers", "elapsed", time.Since(start).String())
 		return n, nil
 	}
-	if offsets.Exists || e.opts.ExactlyOnce || release == nil {
+	var (
+		wg                 sync.WaitGroup
+		syncErr, offsetErr error
+	)
+	wg.Go(func() {
+		// Beside the remote topics: the offset-syncs topic is on the source by default.
+		s, err := e.reusedSyncEmitter(ctx, false)
+		if err == nil {
+			s.close()
+		}
+		syncErr = err
+	})
+	if offsets.Exists {
+		// Nothing to create: check it beside the remote topics.
+		wg.Go(func() { _, offsetErr = ready() })
+	}
+	err = e.prepareTargets(ctx, topics)
+	wg.Wait()
+	if err = errors.Join(err, syncErr, offsetErr); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		e.rememberPrepared(t.Source, t.Partitions)
+	}
+	e.log.Debug("warm-up: remote and offset-syncs topics ready", "topics", len(topics), "elapsed", time.Since(start).String())
+	if offsets.Exists {
+		return nil
+	}
+	if e.opts.ExactlyOnce || release == nil {
 		// Exactly-once copies read positions after fencing: they wait for the topic.
 		_, err := ready()
 		return err
