@@ -91,6 +91,7 @@ type Config struct {
 	EventMode             string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
 	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
 	BurstGroup            string        `envconfig:"MM2_BURST_GROUP" mm2:"burst.group" desc:"source consumer group that splits partitions between concurrent mirror runs (used for assignment only, never for offsets; empty: this run takes every partition)"`
+	LagGroup              string        `envconfig:"MM2_LAG_GROUP" mm2:"lag.group" desc:"source consumer group mirror commits its positions to after each copy, for lag-based scaling and monitoring (KEDA kafka scaler); never read back (empty: none)"`
 	CheckpointTranslation string        `envconfig:"MM2_CHECKPOINT_TRANSLATION" mm2:"checkpoint.translation" default:"mm2" desc:"mm2: MM2's offset translation (checkpoints identical to MM2's); precise: closest recent sync, fewer re-reads after failover"`
 	EventKeyType          string        `envconfig:"MM2_EVENT_KEY_TYPE" mm2:"event.key.type" default:"string" desc:"payload mode: the KafkaSource's key-type label (string, int, float or byte-array)"`
 	LogLevel              string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`

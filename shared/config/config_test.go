@@ -373,6 +373,10 @@ func TestErrors(t *testing.T) {
 		{"same aliases", "", map[string]string{"MM2_SOURCE_BOOTSTRAP_SERVERS": "a:1", "MM2_TARGET_BOOTSTRAP_SERVERS": "b:1", "MM2_TARGET_ALIAS": "source"}, []string{
 			"MM2_TARGET_ALIAS (target.cluster.alias): must differ",
 		}},
+		{"lag group is the burst group", "", map[string]string{"MM2_SOURCE_BOOTSTRAP_SERVERS": "a:1", "MM2_TARGET_BOOTSTRAP_SERVERS": "b:1",
+			"MM2_BURST_GROUP": "mirrors", "MM2_LAG_GROUP": " mirrors"}, []string{
+			`MM2_LAG_GROUP (lag.group): must differ from MM2_BURST_GROUP "mirrors"`,
+		}},
 		{"missing provider declaration", `
 config.providers=env
 config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider

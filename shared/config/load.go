@@ -253,6 +253,10 @@ func (c *Config) validate() []*cluster.SettingError {
 	if c.BurstMaxRecords < 0 {
 		bad("MM2_BURST_MAX_RECORDS", "burst.max.records", "must not be negative")
 	}
+	c.LagGroup, c.BurstGroup = strings.TrimSpace(c.LagGroup), strings.TrimSpace(c.BurstGroup)
+	if c.LagGroup != "" && c.LagGroup == c.BurstGroup {
+		bad("MM2_LAG_GROUP", "lag.group", "must differ from MM2_BURST_GROUP %q (a burst group has members; commits from outside it are refused)", c.BurstGroup)
+	}
 	if c.Port < 1 || c.Port > 65535 {
 		bad("PORT", "", "%d is not a TCP port", c.Port)
 	}

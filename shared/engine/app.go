@@ -75,6 +75,7 @@ func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)
 		OffsetStoragePartitions:           int32(cfg.OffsetStoragePartitions),
 		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),
 		ExactlyOnce:                       cfg.ExactlyOnce,
+		LagGroup:                          cfg.LagGroup,
 	}
 	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
 		return Options{}, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -267,7 +268,9 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		return e.finishSummary(start, nil, ReasonDone, nil), nil
 	}
 	if e.opts.ExactlyOnce {
-		return e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
+		sum, err := e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
+		e.commitLagGroup(ctx, sum, err)
+		return sum, err
 	}
 	var works []*work
 	var err error
@@ -297,7 +300,38 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if reuse {
 		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	}
-	return c.run(ctx, start)
+	sum, err := c.run(ctx, start)
+	e.commitLagGroup(ctx, sum, err)
+	return sum, err
+}
+
+// commitLagGroup commits the positions a successful copy stored (the next offset of every
+// partition it planned) to the source consumer group Options.LagGroup, so that tools reading
+// consumer lag (KEDA's kafka scaler, kafka-consumer-groups.sh) see mm2go's. The group is never
+// read back: positions live in the offsets topic. A failed commit is logged, not fatal: the
+// copy and its positions stand.
+func (e *Engine) commitLagGroup(ctx context.Context, s Summary, err error) {
+	if e.opts.LagGroup == "" || err != nil {
+		return
+	}
+	offs := kadm.Offsets{}
+	for _, p := range s.parts {
+		if p.next >= 0 {
+			offs.Add(kadm.Offset{Topic: p.tp.Topic, Partition: p.tp.Partition, At: p.next, LeaderEpoch: -1})
+		}
+	}
+	if len(offs) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	resp, cerr := e.srcAdm.CommitOffsets(cctx, e.opts.LagGroup, offs)
+	if cerr == nil {
+		cerr = resp.Error()
+	}
+	if cerr != nil {
+		e.log.Warn("positions not committed to the lag group (MM2_LAG_GROUP); lag-based scaling sees old offsets", "group", e.opts.LagGroup, "err", cerr)
+	}
 }
 
 // earlyStart is a plan made beside the preparation of the topics, and the source consumer
@@ -500,4 +534,5 @@ type partResult struct {
 	remote         string
 	records, bytes int64
 	lag            int64
+	next           int64 // next source offset to copy as stored; -1 unknown
 }

@@ -753,7 +753,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		if p := st.position(); p >= 0 {
 			next = max(next, p+1)
 		}
-		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: max(0, st.w.end-next)})
+		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: max(0, st.w.end-next), next: next})
 		st.mu.Unlock()
 	}
 	err := c.error()

@@ -97,6 +97,9 @@ type Options struct {
 
 	// ExactlyOnce copies with transactions (see the package documentation).
 	ExactlyOnce bool
+	// LagGroup, if set, is a source consumer group to which every successful copy commits the
+	// positions it stored (next offset to copy), for tools that read consumer lag. Never read.
+	LagGroup string
 	// TransactionalIDPrefix prefixes transactional ids; "" means "mm2go".
 	TransactionalIDPrefix string
 

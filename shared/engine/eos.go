@@ -108,7 +108,7 @@ feed:
 		case queue <- tp:
 		case <-stopCtx.Done():
 			r.mu.Lock()
-			r.results = append(r.results, partResult{tp: tp, remote: remote[tp.Topic], lag: -1})
+			r.results = append(r.results, partResult{tp: tp, remote: remote[tp.Topic], lag: -1, next: -1})
 			r.mu.Unlock()
 			continue feed
 		}
@@ -178,7 +178,7 @@ func (r *eosRun) fenceAll(ctx context.Context, tps []TP) error {
 // so the position read is final and no record is committed twice.
 func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult, error) {
 	e := r.e
-	res := partResult{tp: tp, remote: r.remote[tp.Topic]}
+	res := partResult{tp: tp, remote: r.remote[tp.Topic], next: -1}
 	wctx := context.WithoutCancel(ctx)
 	prod, err := e.dial(ctx, Target, e.producerOpts(
 		kgo.TransactionalID(e.TransactionalID(tp)),
@@ -205,6 +205,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			return res, err
 		}
 	}
+	res.next = w.start
 	if w.start >= w.end {
 		return res, nil
 	}
@@ -273,7 +274,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 				res.bytes += recordSize(rec)
 			}
 			next = last + 1
-			res.lag = max(0, w.end-next)
+			res.lag, res.next = max(0, w.end-next), next
 			chunk, chunkBytes, last = nil, 0, -1
 		}
 		if idle >= 5 || !budgetLeft || full {
@@ -289,7 +290,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			res.records++
 			res.bytes += recordSize(rec)
 		}
-		res.lag = max(0, w.end-(last+1))
+		res.lag, res.next = max(0, w.end-(last+1)), last+1
 	}
 	return res, nil
 }

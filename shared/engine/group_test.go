@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/test/testkit"
@@ -67,5 +68,50 @@ func TestBurstGroup(t *testing.T) {
 	}
 	if len(offs) != 0 {
 		t.Errorf("burst group has committed offsets %v; it must only assign partitions", offs)
+	}
+}
+
+// TestLagGroup: with a lag group, every successful copy (burst, exactly-once burst, shared
+// event-driven copy) commits the next offset of each partition it planned to that source
+// group, so consumer-lag tools see mm2go's lag: zero after a catch-up, the new records after
+// more arrive. An empty partition is committed at its start.
+func TestLagGroup(t *testing.T) {
+	c := testkit.Require(t)
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%v", eos), func(t *testing.T) {
+			topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "lag"), 3, nil)
+			var recs []*kgo.Record
+			for i := range 20 {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))})
+			}
+			testkit.Produce(t, c.Source.Bootstrap, recs...) // partition 2 stays empty
+			f := newFlow(t, topic)
+			f.opts.ExactlyOnce = eos
+			f.opts.LagGroup = testkit.Name(t, "laggroup")
+			e := f.engine()
+			ctx := testkit.Context(t, time.Minute)
+			committed := func() map[int32]int64 {
+				offs, err := testkit.Admin(t, c.Source.Bootstrap).FetchOffsets(ctx, f.opts.LagGroup)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[int32]int64{}
+				offs.Each(func(o kadm.OffsetResponse) { out[o.Partition] = o.At })
+				return out
+			}
+			if _, err := e.Burst(ctx, BurstOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := committed(), map[int32]int64{0: 10, 1: 10, 2: 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("after the burst: committed %v, want %v", got, want)
+			}
+			testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("late")})
+			if _, err := e.CopyPartition(ctx, topic, 1, -1); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := committed(), map[int32]int64{0: 10, 1: 11, 2: 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("after the event-driven copy: committed %v, want %v", got, want)
+			}
+		})
 	}
 }
