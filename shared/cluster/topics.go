@@ -18,7 +18,8 @@ import (
 type TopicState struct {
 	Exists     bool
 	Partitions int32
-	Led        bool // every partition has a leader
+	Led        bool            // every partition has a leader
+	Leaders    map[int32]int32 // partition -> leader broker id, for the partitions that have one
 }
 
 // DescribeTopic asks a broker about topic name directly. kadm's Metadata answers from
@@ -57,11 +58,14 @@ func DescribeTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[s
 		case err != nil:
 			return nil, fmt.Errorf("describing topic %q: %w", name, err)
 		}
-		st := TopicState{Exists: true, Partitions: int32(len(t.Partitions)), Led: len(t.Partitions) > 0}
+		st := TopicState{Exists: true, Partitions: int32(len(t.Partitions)), Led: len(t.Partitions) > 0,
+			Leaders: make(map[int32]int32, len(t.Partitions))}
 		for _, p := range t.Partitions {
 			if p.Leader < 0 || p.ErrorCode != 0 {
 				st.Led = false
+				continue
 			}
+			st.Leaders[p.Partition] = p.Leader
 		}
 		out[name] = st
 	}
@@ -98,15 +102,24 @@ func WaitForTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[st
 		if i >= 200 {
 			return nil, fmt.Errorf("topics %s still lack a leader for some partition %d checks after their creation", strings.Join(pending, ", "), i)
 		}
-		wait := 100 * time.Millisecond
-		if i < 50 {
-			wait = 5 * time.Millisecond // usually ready within a few ms
+		if err := pause(ctx, i, 50, 100*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("waiting for topics %s: %w", strings.Join(pending, ", "), err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for topics %s: %w", strings.Join(pending, ", "), ctx.Err())
-		case <-time.After(wait):
-		}
+	}
+}
+
+// pause waits before check i+1 of a readiness poll: 5 ms after each of the first fastChecks
+// checks (a new topic is usually ready within a few), slow after later ones.
+func pause(ctx context.Context, i, fastChecks int, slow time.Duration) error {
+	wait := slow
+	if i < fastChecks {
+		wait = 5 * time.Millisecond
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
 	}
 }
 
@@ -204,42 +217,24 @@ func WaitForServing(ctx context.Context, cl *kgo.Client, topic string) error {
 		if i >= 400 {
 			return fmt.Errorf("topic %q: partitions not served %d checks after their leaders appeared: %w", topic, i, err)
 		}
-		wait := 50 * time.Millisecond
-		if i < 100 {
-			wait = 5 * time.Millisecond
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for topic %q to be served: %w", topic, ctx.Err())
-		case <-time.After(wait):
+		if err := pause(ctx, i, 100, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for topic %q to be served: %w", topic, err)
 		}
 	}
 }
 
 // serving asks each leader of topic's partitions once for their end offsets.
 func serving(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
-	mreq := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	mreq.Topics = append(mreq.Topics, mt)
-	mresp, err := mreq.RequestWith(ctx, cl)
-	if err != nil {
+	st, err := DescribeTopic(ctx, cl, topic)
+	switch {
+	case err != nil:
 		return false, err
+	case !st.Led:
+		return false, fmt.Errorf("topic %q: not every partition has a leader", topic)
 	}
 	byLeader := map[int32][]int32{}
-	for _, t := range mresp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return false, err
-		}
-		for _, p := range t.Partitions {
-			if p.Leader < 0 || p.ErrorCode != 0 {
-				return false, kerr.ErrorForCode(p.ErrorCode)
-			}
-			byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
-		}
-	}
-	if len(byLeader) == 0 {
-		return false, kerr.UnknownTopicOrPartition
+	for p, leader := range st.Leaders {
+		byLeader[leader] = append(byLeader[leader], p)
 	}
 	for leader, parts := range byLeader {
 		req := kmsg.NewPtrListOffsetsRequest()

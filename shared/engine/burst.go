@@ -209,7 +209,6 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		syncsErr, prepareErr error
 		offsets              *pendingTopic
 		offsetsErr           error
-		fresh                bool
 	)
 	prepared := make(chan struct{})
 	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
@@ -221,38 +220,45 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		}
 	})
 	// Planning (and with it the source consumer's start) runs beside the preparation of the
-	// topics whenever the positions can be read, or are known not to exist, before it ends.
+	// topics, as soon as it is known whether positions can exist. Group runs plan as
+	// partitions are assigned; exactly-once runs after fencing.
 	var early earlyStart
+	planEarly := func(offsetsParts int32) {
+		if bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
+			wg.Go(func() { e.planEarly(ctx, tps, remote, limit, offsetsParts, &early) })
+		}
+	}
 	if reuse && !e.opts.ExactlyOnce {
 		if p := e.creatingOffsets(); p != nil {
 			// A first start's warm-up is creating the offsets topic: no position exists.
 			e.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
-			fresh, offsets = true, p
-			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, 0, &early) })
+			offsets = p
+			planEarly(0)
 		}
 	}
 	if deferrable && offsets == nil {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
-			fresh = true
 			offsets = createInBackground(prepared, func() (int32, error) {
 				n, _, err := ensureOffsets(ctx)
 				return n, err
 			})
 			defer func() { _, _ = offsets.wait(context.WithoutCancel(ctx)) }() // let it end with the run
-			// No position can be stored yet: plan from the source's offsets alone, meanwhile.
-			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, 0, &early) })
+			planEarly(0)                                                       // no position can be stored yet: plan from the source's offsets alone
 		}
 	}
 	if offsets == nil && offsetsErr == nil {
-		var parts int32
+		var (
+			parts int32
+			fresh bool
+		)
 		parts, fresh, offsetsErr = ensureOffsets(ctx)
 		offsets = readyTopic(parts)
-		if offsetsErr == nil && bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
+		if offsetsErr == nil {
 			if fresh {
 				parts = 0 // this run created the offsets topic: no position can be stored yet
 			}
-			wg.Go(func() { e.planEarly(ctx, bo, tps, remote, limit, parts, &early) })
+			planEarly(parts)
 		}
 	}
 	wg.Wait()
@@ -272,20 +278,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		e.commitLagGroup(ctx, sum, err)
 		return sum, err
 	}
-	var works []*work
-	var err error
-	switch {
-	case bo.Group != "":
-		// The group assigns partitions; they are planned as they arrive.
-	case early.planned:
-		works, err = early.works, early.err
-	case fresh:
-		// This run created the offsets topic: no position can be stored yet (at-least-once
-		// only; in exactly-once mode positions are always read after fencing).
-		works, err = e.planFrom(ctx, tps, remote, limit, nil)
-	default:
-		works, err = e.plan(ctx, tps, remote, limit, offsets.parts)
-	}
+	// Group runs plan as partitions are assigned; every other run was planned above.
+	works, err := early.works, early.err
 	if err != nil {
 		early.close()
 		return e.failed(start, err)
@@ -337,24 +331,22 @@ func (e *Engine) commitLagGroup(ctx context.Context, s Summary, err error) {
 // earlyStart is a plan made beside the preparation of the topics, and the source consumer
 // started with it: it connects and fetches while the remote topics are still being created.
 type earlyStart struct {
-	planned bool
-	works   []*work
-	err     error
-	cons    *kgo.Client // nil if none was started
-	pool    *fetchPool
+	works []*work
+	err   error
+	cons  *kgo.Client // nil if none was started
+	pool  *fetchPool
 }
 
 // planEarly plans tps (from the positions in the offsets topic's offsetsParts partitions, or
 // without positions if 0) and starts the source consumer of the partitions with work.
-func (e *Engine) planEarly(ctx context.Context, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
+func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
 	if offsetsParts > 0 {
 		es.works, es.err = e.plan(ctx, tps, remote, limit, offsetsParts)
 	} else {
 		es.works, es.err = e.planFrom(ctx, tps, remote, limit, nil)
 	}
-	es.planned = true
 	e.log.Debug("planned", "partitions", len(es.works))
-	if es.err != nil || bo.Group != "" || e.opts.ExactlyOnce {
+	if es.err != nil {
 		return
 	}
 	offs := startOffsets(es.works)
@@ -362,7 +354,7 @@ func (e *Engine) planEarly(ctx context.Context, bo BurstOptions, tps []TP, remot
 		return
 	}
 	pool := &fetchPool{}
-	cons, err := e.dialConsumer(ctx, pool, offs)
+	cons, err := e.dialConsumer(ctx, pool, kgo.ConsumePartitions(offs))
 	if err != nil {
 		return // the copier connects again and reports the failure
 	}

@@ -309,15 +309,13 @@ func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *atomic.Int6
 func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
 	e := c.e
 	if c.bo.Group == "" {
-		return e.dialConsumer(ctx, c.pool, offs)
+		return e.dialConsumer(ctx, c.pool, kgo.ConsumePartitions(offs))
 	}
-	opts := e.consumerOpts(c.pool)
-	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
 	topics := make([]string, 0, len(c.remote))
 	for t := range c.remote {
 		topics = append(topics, t)
 	}
-	opts = append(opts,
+	return e.dialConsumer(ctx, c.pool,
 		kgo.ConsumerGroup(c.bo.Group),
 		// Eager: every rebalance hands each member its whole new assignment at once. With a
 		// cooperative balancer a member joining while another copies first gets nothing (the
@@ -345,23 +343,19 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.OnPartitionsRevoked(c.revoke),
 		kgo.OnPartitionsLost(c.revoke),
 	)
-	return sizer.dial(ctx, e.dial, Source, opts...)
 }
 
-// consumerOpts are the options of every at-least-once source consumer.
-func (e *Engine) consumerOpts(pool *fetchPool) []kgo.Opt {
-	return []kgo.Opt{
+// dialConsumer connects an at-least-once source consumer (what it consumes is in extra:
+// assigned partitions, which it starts fetching at once, or a group) with fetch budgets that
+// follow the data's compression.
+func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, extra ...kgo.Opt) (*kgo.Client, error) {
+	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
+	return sizer.dial(ctx, e.dial, Source, append([]kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),
 		kgo.WithPools(pool),
 		kgo.FetchMaxWait(250 * time.Millisecond),
-	}
-}
-
-// dialConsumer connects a source consumer assigned offs directly; it starts fetching at once.
-func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
-	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
-	return sizer.dial(ctx, e.dial, Source, append(e.consumerOpts(pool), kgo.ConsumePartitions(offs))...)
+	}, extra...)...)
 }
 
 // startOffsets returns where the consumer starts for every work not already done.

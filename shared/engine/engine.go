@@ -214,7 +214,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// Every client of the engine refreshes metadata at most 100 ms apart and retries with
+	// Every client of the engine refreshes metadata at most 50 ms apart and retries with
 	// Java's backoff (see withClientDefaults).
 	dial = withClientDefaults(dial)
 	src, err := dial(ctx, Source)
@@ -244,7 +244,7 @@ func (e *Engine) Dial(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Cl
 }
 
 // withClientDefaults returns dial with two options before the caller's. Metadata is refreshed
-// at most 100 ms apart instead of franz-go's 5 s: the admin clients must see topics created a
+// at most 50 ms apart instead of franz-go's 5 s: the admin clients must see topics created a
 // moment ago, and a KRaft broker names a new partition's leader a moment before it serves it,
 // so the first batch to a new remote topic can meet NOT_LEADER_FOR_PARTITION and must not wait
 // 5 s for the next refresh. Retries back off like Java clients (retry.backoff.ms=100 doubling
