@@ -85,6 +85,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
 		gate:             round.NewGate("checkpoint", opts.Metrics),
 	}
+	j.gate.Logger = logger
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
 		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true
 	} else {
@@ -386,6 +387,11 @@ func (j *Job) listGroups(ctx context.Context) ([]group, error) {
 			continue
 		}
 		if f.Err != nil {
+			if cluster.Retriable(f.Err) {
+				// The coordinator is loading or moving: retry the round (round.Once) rather
+				// than skip the group's checkpoints.
+				return nil, fmt.Errorf("fetching committed offsets of group %q on source %q: %w", name, j.opts.SourceAlias, f.Err)
+			}
 			if !errors.Is(f.Err, kerr.GroupIDNotFound) {
 				// One group's failure (e.g. no DESCRIBE right on it) must not
 				// stop the others' checkpoints.
