@@ -8,6 +8,8 @@
 #                                         extra k=v pairs are broker settings
 #   kafka.sh stop NAME                    stop cluster NAME (SIGTERM, then SIGKILL) and wipe its data
 #   kafka.sh pause NAME | resume NAME     stop / restart a cluster's process, keeping its data
+#   kafka.sh freeze NAME | thaw NAME      hang a cluster (SIGSTOP: connections stay open, nothing
+#                                         answers) / let it go on (SIGCONT)
 #   kafka.sh env                          print `export MM2GO_TEST_...` lines for the running clusters
 #   kafka.sh mm2 start NAME FILE          start MirrorMaker 2 (dedicated mode) with properties FILE
 #   kafka.sh mm2 stop NAME                stop it cleanly
@@ -235,6 +237,10 @@ resume() {
   wait_started "$1"
 }
 
+# freeze and thaw signal the broker's whole process group (launch gives it its own with setsid).
+freeze() { running "$1" || die "cluster $1 is not running"; kill -STOP -- "-$(cat "$(pidfile "$1")")"; }
+thaw() { [[ -f "$(pidfile "$1")" ]] || die "cluster $1 was never started"; kill -CONT -- "-$(cat "$(pidfile "$1")")"; }
+
 env_lines() {
   local d name port
   for d in "$home"/*/; do
@@ -290,9 +296,11 @@ case "$cmd" in
   stop) stop "$@" ;;
   pause) pause "$@" ;;
   resume) resume "$@" ;;
+  freeze) freeze "$@" ;;
+  thaw) thaw "$@" ;;
   env) env_lines ;;
   mm2) mm2 "$@" ;;
   tool) prepare; java_tool "$@" ;;
   rss) rss "$@" ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
