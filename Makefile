@@ -28,7 +28,7 @@ bench:
 SOAK_TIMEOUT ?= 40m
 soak:
 	test/kafka/kafka.sh install
-	CGO_ENABLED=1 $(GO) test -tags soak -count=1 -v -timeout $(SOAK_TIMEOUT) -run TestSoak ./test/soak
+	$(GO) test -tags soak -count=1 -v -timeout $(SOAK_TIMEOUT) -run TestSoak ./test/soak
 
 vet:
 	$(GO) vet ./...

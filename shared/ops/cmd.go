@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Exit codes of verify.
@@ -46,6 +47,12 @@ func parse(fs *flag.FlagSet, args []string, format *string) error {
 	return nil
 }
 
+// retry runs a read-only command again, from its start, while it fails with a retriable error
+// (a coordinator loading, a leader moving, a broker restarting), within cluster.DefaultBackoff.
+func retry(ctx context.Context, env cli.Env, what string, fn func(context.Context) error) error {
+	return cluster.Retry(ctx, env.Logger, what, cluster.DefaultBackoff, fn)
+}
+
 type writerText interface{ WriteText(io.Writer) error }
 
 func write(w io.Writer, format string, v writerText) error {
@@ -66,7 +73,8 @@ func StatusCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ConfigError{Err: err}
 	}
 	defer o.Close()
-	st, err := o.Status(ctx)
+	var st *Status
+	err = retry(ctx, env, "status", func(ctx context.Context) (err error) { st, err = o.Status(ctx); return err })
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
@@ -84,7 +92,8 @@ func PlanCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ConfigError{Err: err}
 	}
 	defer o.Close()
-	pl, err := o.Plan(ctx)
+	var pl *Plan
+	err = retry(ctx, env, "plan", func(ctx context.Context) (err error) { pl, err = o.Plan(ctx); return err })
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -112,7 +121,8 @@ func VerifyCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ExitError{Code: VerifyError, Err: err}
 	}
 	defer o.Close()
-	v, err := o.Verify(ctx, vo)
+	var v *Verification
+	err = retry(ctx, env, "verify", func(ctx context.Context) (err error) { v, err = o.Verify(ctx, vo); return err })
 	if err != nil {
 		return &cli.ExitError{Code: VerifyError, Err: fmt.Errorf("verify: %w", err)}
 	}

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/kafkasource"
 )
 
 // faultBroker is a single-node cluster of one test's own, so that restarting or hanging it
@@ -342,4 +345,87 @@ func TestFaultsMirrorRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultsMirrorServe runs `mirror serve` (fetch mode, exactly-once) as a process fed by the
+// KafkaSource driver, on two clusters of its own, while records keep arriving: the target
+// hangs, then the source hangs, then the target restarts. Meanwhile the function answers 503
+// when a copy cannot be made durable in time (the driver retries); afterwards every record was
+// delivered, none dead-lettered, and a read_committed reader sees each one once on the target.
+func TestFaultsMirrorServe(t *testing.T) {
+	bs := startFaultBrokers(t, "ss", "st")
+	src, tgt := bs[0], bs[1]
+	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
+	topic := testkit.CreateTopic(t, src.bootstrap, "orders", 2, nil)
+	remote := "source." + topic
+	port := freePortBlock(t)
+	env := append(MirrorEnv(c, topic, "MM2_EXACTLY_ONCE=true"), "PORT="+strconv.Itoa(port))
+	fn := startProcess(t, MirrorBinary(t), env, "serve")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	testkit.WaitFor(t, 60*time.Second, "mirror serve to be ready", func() bool {
+		select {
+		case <-fn.exited:
+			t.Fatalf("mirror serve exited: %d\n%s", fn.code, tail(fn.stderr.String(), 4000))
+		default:
+		}
+		code, _ := httpGet(base + "/readyz")
+		return code == 200
+	})
+	group := testkit.Name(t, "ks")
+	d, stop := runDriver(t, kafkasource.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Group: group, Sink: base + "/",
+		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 60 * time.Second})
+
+	// A steady trickle of records through all three faults.
+	ctx, cancel := context.WithCancel(context.Background())
+	produced := make(chan int, 1)
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(src.bootstrap))
+		if err != nil {
+			produced <- 0
+			return
+		}
+		defer cl.Close()
+		n := 0
+		for ctx.Err() == nil {
+			for i := 0; i < 20; i++ {
+				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(n)), Value: []byte("v" + strconv.Itoa(n))}, nil)
+				n++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := cl.Flush(context.Background()); err != nil {
+			t.Errorf("producer: %v", err)
+		}
+		produced <- n
+	}()
+	time.Sleep(3 * time.Second)
+	hangFault.inject(t, tgt)
+	time.Sleep(3 * time.Second)
+	hangFault.inject(t, src)
+	time.Sleep(3 * time.Second)
+	restartFault.inject(t, tgt)
+	time.Sleep(3 * time.Second)
+	cancel()
+	n := <-produced
+	waitDelivered(t, src.bootstrap, group, topic, endOffsets(t, src.bootstrap, topic), 3*time.Minute)
+	stop()
+	s := d.Stats()
+	t.Logf("driver: %+v", s)
+	if s.DeadLettered != 0 {
+		t.Errorf("%d records dead-lettered", s.DeadLettered)
+	}
+	records, distinct := countKeys(t, tgt.bootstrap, remote, true)
+	t.Logf("%d produced; the target holds %d records (read_committed), %d distinct", n, records, distinct)
+	if distinct != n || records != n {
+		t.Errorf("target: %d records, %d distinct; want %d exactly once\n%s", records, distinct, n, tail(fn.stderr.String(), 4000))
+	}
+}
+
+func httpGet(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
