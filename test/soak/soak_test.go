@@ -290,6 +290,8 @@ func TestSoak(t *testing.T) {
 	runOnce := func() int {
 		cmd := exec.Command(bin, "run")
 		cmd.Env = runEnv
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			bgErr("starting mirror run: %v", err)
 			return -1
@@ -305,6 +307,15 @@ func TestSoak(t *testing.T) {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
+		}
+		if code == 1 {
+			errLine := ""
+			for _, l := range strings.Split(stderr.String(), "\n") {
+				if strings.Contains(l, `"level":"ERROR"`) {
+					errLine = l
+				}
+			}
+			t.Logf("%s: mirror run exit 1: %s", since().Round(time.Second), errLine)
 		}
 		return code
 	}
