@@ -86,7 +86,7 @@ type Config struct {
 
 	// mm2go's own settings.
 	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
-	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up)"`
+	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up); for checkpoint and heartbeat run, how long a round retries retriable errors (0: 2m)"`
 	BurstMaxRecords       int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
 	EventMode             string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
 	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`

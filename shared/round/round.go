@@ -140,7 +140,7 @@ type Job[S any] interface {
 }
 
 // RunCommand returns the `run` sub-command of the job that build makes: one round, its summary
-// printed as JSON on stdout.
+// printed as JSON on stdout. MM2_BURST_MAX_DURATION, when set, is the round's retry budget.
 func RunCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
 	return func(ctx context.Context, env cli.Env) error {
 		j, err := build(ctx, env)
@@ -148,6 +148,10 @@ func RunCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)
 			return err
 		}
 		defer j.Close()
+		if d := env.Config.BurstMaxDuration; d > 0 {
+			// MM2_BURST_MAX_DURATION bounds the invocation: the retries stop within it.
+			j.Gate().RunBackoff.Budget = d
+		}
 		return Once(ctx, j.Gate(), env.Stdout, j.Round)
 	}
 }

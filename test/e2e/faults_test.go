@@ -264,6 +264,18 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 			}
 		}
 	}
+	// A hang longer than the run's budget: the round stops and exits 3 ("run again later"),
+	// naming the cluster that did not answer.
+	t.Run("checkpoint_budget_runs_out", func(t *testing.T) {
+		tgt.kafka("freeze")
+		defer tgt.kafka("thaw")
+		p := startProcess(t, cpBin, append(env, "MM2_BURST_MAX_DURATION=5s"), "run")
+		code := p.wait(t, 2*time.Minute)
+		t.Logf("checkpoint run with the target hung: exit %d", code)
+		if code != 3 || !strings.Contains(p.stderr.String(), `target cluster \"target\" unavailable`) {
+			t.Errorf("exit %d, want 3 with the target named\n%s", code, tail(p.stderr.String(), 3000))
+		}
+	})
 }
 
 // commitGroupOffset commits offset at of topic[0] for group.
