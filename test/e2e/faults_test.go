@@ -33,6 +33,9 @@ type faultBroker struct {
 	home      string
 }
 
+// The fault tests run in parallel with each other (t.Parallel), after the package's other
+// tests: each hangs and restarts only its own clusters.
+
 // startFaultBrokers starts one dedicated cluster per name, in parallel, on free port blocks
 // (PORT, PORT+1, PORT+2; a block taken by someone else between the check and the start is
 // tried again elsewhere), and stops and wipes them when the test ends.
@@ -101,7 +104,7 @@ type fault struct {
 
 var (
 	restartFault = fault{"restart", 3 * time.Second}
-	hangFault    = fault{"hang", 12 * time.Second}
+	hangFault    = fault{"hang", 10 * time.Second}
 )
 
 // inject applies f to b and returns when the broker answers again.
@@ -191,6 +194,7 @@ func functionEnv(source, target string, extra ...string) []string {
 // succeeds; then each round rides out a hang and a restart of the target and of the source
 // and ends with exit 0 and its work done.
 func TestFaultsCheckpointHeartbeat(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
 	bs := startFaultBrokers(t, "cs", "ct")
 	src, tgt := bs[0], bs[1]
 	topic := testkit.CreateTopic(t, src.bootstrap, "orders", 1, nil)
@@ -309,6 +313,7 @@ func countKeys(t testing.TB, bootstrap, topic string, committed bool) (records, 
 // (exit 0); nothing is lost, and in exactly-once mode a read_committed reader sees every record
 // once.
 func TestFaultsMirrorRun(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
 	bs := startFaultBrokers(t, "ms", "mt")
 	src, tgt := bs[0], bs[1]
 	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
@@ -365,6 +370,7 @@ func TestFaultsMirrorRun(t *testing.T) {
 // when a copy cannot be made durable in time (the driver retries); afterwards every record was
 // delivered, none dead-lettered, and a read_committed reader sees each one once on the target.
 func TestFaultsMirrorServe(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
 	bs := startFaultBrokers(t, "ss", "st")
 	src, tgt := bs[0], bs[1]
 	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
