@@ -132,12 +132,23 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 // while earlier ones copy are copied together (see copyRuns); each gets its own partition's
 // outcome.
 func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
+	limit := int64(-1)
+	if through >= 0 {
+		limit = through + 1
+	}
+	return e.copyPartition(ctx, topic, partition, limit, through)
+}
+
+// copyPartition is CopyPartition copying offsets below limit (< 0: to the end seen when the
+// copy plans) for a caller that needs offset need durable (< 0: nothing in particular): a call
+// whose need this process already made durable is answered without a copy.
+func (e *Engine) copyPartition(ctx context.Context, topic string, partition int32, limit, need int64) (Summary, error) {
 	start := time.Now()
 	if !e.Selected(topic) {
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
 	}
 	tp := TP{topic, partition}
-	if n, ok := e.known.get(tp); ok && through >= 0 && n > through {
+	if n, ok := e.known.get(tp); ok && need >= 0 && n > need {
 		return e.answered(start, tp, e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)), nil
 	}
 	arrived := e.runs.arrive()
@@ -149,11 +160,7 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 	if err != nil {
 		return e.failed(start, err)
 	}
-	limit := int64(-1)
-	if through >= 0 {
-		limit = through + 1
-	}
-	return e.copyShared(ctx, &copyCall{tp: tp, remote: t.Remote, limit: limit, start: start}, arrived)
+	return e.copyShared(ctx, &copyCall{tp: tp, remote: t.Remote, limit: limit, need: need, start: start}, arrived)
 }
 
 // prepareOne checks that the source partition exists and readies its remote topic, trusting

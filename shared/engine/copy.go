@@ -11,9 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// positionFlushInterval is how often positions (and due offset syncs) are written while
-// copying, like Connect's offset.flush.interval.ms.
-const positionFlushInterval = 500 * time.Millisecond
+// Positions (and due offset syncs) are written while copying at least every
+// positionFlushInterval (Connect's offset.flush.interval.ms; its default of 60 s would make a
+// crash re-copy a minute of work) and every positionFlushBytes acknowledged, so a SIGKILL
+// re-copies at most a fraction of a second of work at any rate.
+const (
+	positionFlushInterval = 500 * time.Millisecond
+	positionFlushBytes    = 8 << 20
+)
 
 // maxBufferedRecords caps records buffered in a producer; the byte bound (MaxBufferedBytes)
 // normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
@@ -66,8 +71,22 @@ func (st *partState) position() int64 {
 	return st.lastAcked
 }
 
-// copier is one at-least-once burst: a source consumer over all partitions with work, one
-// idempotent target producer (data and positions), and the offset-syncs emitter.
+// copier is one at-least-once copy (a burst, a shared event-driven copy, or a payload write):
+// a source consumer over all partitions with work, one idempotent target producer for the
+// records and one for positions, and the offset-syncs emitter.
+//
+// Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
+// produce), franz-go's promise goroutine (partState.ack), group callbacks (assign, revoke:
+// group mode only, while the loop waits in a poll) and position writes (writePositions, from
+// the loop and at the end).
+//   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
+//     posProd, reuse, pool, inflight, space, writeCtx;
+//   - mu: states, byTP, active, assigned, closing, and each partState's done;
+//   - partState.mu: the rest of a partition's state (see partState);
+//   - posMu: one position write at a time (and appends to states, with mu);
+//   - errMu: err, the first failure;
+//   - atomics, for counters the promise updates per record and others read: pending,
+//     posPending, records, bytes, firstAckNS, and the shared *inflight byte count.
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
@@ -532,7 +551,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		defer t.Stop()
 	}
 	var produced int64
-	lastFlush := time.Now()
+	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
 	idle := 0
 	for {
@@ -633,8 +652,8 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			reason = ReasonMaxRecords
 			break
 		}
-		if time.Since(lastFlush) >= positionFlushInterval {
-			lastFlush = time.Now()
+		if acked := c.bytes.Load(); time.Since(lastFlush) >= positionFlushInterval || acked-flushedBytes >= positionFlushBytes {
+			lastFlush, flushedBytes = time.Now(), acked
 			c.writePositions(context.WithoutCancel(ctx))
 			if err := c.syncs.send(context.WithoutCancel(ctx), false); err != nil {
 				c.fail(err)

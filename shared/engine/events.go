@@ -31,7 +31,7 @@ func (e *Engine) CopyThrough(ctx context.Context, topic string, partition int32,
 	if n, ok := e.known.get(tp); ok && n > offset {
 		return n, nil
 	}
-	sum, err := e.CopyPartition(ctx, topic, partition, -1)
+	sum, err := e.copyPartition(ctx, topic, partition, -1, offset)
 	if err != nil {
 		return 0, fmt.Errorf("copying %s through %d: %w", tp, offset, err)
 	}

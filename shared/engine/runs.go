@@ -88,6 +88,7 @@ type copyCall struct {
 	tp     TP
 	remote string
 	limit  int64           // copy offsets below limit; < 0: up to the end seen when the copy plans
+	need   int64           // the offset the caller needs durable; < 0: none in particular
 	ctx    context.Context // the caller's, for its values only
 	start  time.Time
 	solo   bool // copy it alone (after a shared copy failed)
@@ -175,8 +176,8 @@ func (e *Engine) take() []*copyCall {
 	seen := map[TP]bool{}
 	solo := false
 	for _, c := range r.queue {
-		if c.limit >= 0 {
-			if n, ok := e.known.get(c.tp); ok && n >= c.limit {
+		if c.need >= 0 {
+			if n, ok := e.known.get(c.tp); ok && n > c.need {
 				c.sum, c.err = e.answered(c.start, c.tp, c.remote), nil
 				close(c.done)
 				continue
