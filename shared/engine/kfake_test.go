@@ -469,4 +469,3 @@ func TestFakeAckForAnotherRecordFails(t *testing.T) {
 		t.Fatalf("position %d, want 0 (only the first record was acknowledged in order)", p)
 	}
 }
-
