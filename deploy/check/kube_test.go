@@ -38,6 +38,10 @@ type decoded struct {
 	secrets      map[string]*corev1.Secret
 	accounts     map[string]*corev1.ServiceAccount
 	kustomize    *kusttypes.Kustomization
+	// custom holds the other kinds that have a CRD in testdata/crds (ScaledJob,
+	// TriggerAuthentication, EventPolicy, ...) by kind and name; TestManifestSchemas
+	// validates them against their CRDs.
+	custom map[string]map[string]map[string]any
 }
 
 func newDecoded() *decoded {
@@ -46,6 +50,7 @@ func newDecoded() *decoded {
 		kafkaSources: map[string]map[string]any{}, kafkaSinks: map[string]map[string]any{},
 		cronJobs: map[string]*batchv1.CronJob{}, configMaps: map[string]*corev1.ConfigMap{},
 		secrets: map[string]*corev1.Secret{}, accounts: map[string]*corev1.ServiceAccount{},
+		custom: map[string]map[string]map[string]any{},
 	}
 }
 
@@ -140,11 +145,24 @@ func (dd *decoded) decodeDoc(d doc) error {
 		dd.kustomize = &o
 		return nil
 	}
+	if cv := crdSchemas[d.api+"/"+d.kind]; cv != nil {
+		var o map[string]any
+		if err := json.Unmarshal(d.raw, &o); err != nil {
+			return err
+		}
+		if dd.custom[d.kind] == nil {
+			dd.custom[d.kind] = map[string]map[string]any{}
+		}
+		_, seen := dd.custom[d.kind][d.name]
+		dd.custom[d.kind][d.name] = o
+		return dup(seen)
+	}
 	return fmt.Errorf("%v: unexpected apiVersion/kind %s/%s", d, d.api, d.kind)
 }
 
 func decodeAll(t *testing.T, docs []doc) *decoded {
 	t.Helper()
+	loadCRDs(t) // decodeDoc looks kinds up in crdSchemas
 	dd := newDecoded()
 	for _, d := range docs {
 		if err := dd.decodeDoc(d); err != nil {
