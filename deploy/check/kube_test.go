@@ -223,7 +223,7 @@ func checkEnvRefs(t *testing.T, where string, c corev1.Container, dd *decoded) {
 }
 
 // secretComments: keys documented (commented out) in the Secret templates as alternatives.
-var secretComments = map[string]string{"mm2go-kafka": "target-eventhubs-connection-string"}
+var secretComments = map[string]string{"mm2go-kafka": "target-eventhubs-connection-string source-eventhubs-connection-string"}
 
 // checkFunctionContainer checks what every mm2go container needs.
 func checkFunctionContainer(t *testing.T, where string, c corev1.Container, subcommand string) string {
