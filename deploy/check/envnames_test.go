@@ -164,4 +164,3 @@ func TestEnvNamesAreSettings(t *testing.T) {
 		}
 	}
 }
-
