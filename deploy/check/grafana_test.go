@@ -379,3 +379,12 @@ func countMissing(q map[string]bool, on map[string][]string) int {
 	}
 	return n
 }
+
+// TestMain removes the functions built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fnBuild.dir != "" {
+		os.RemoveAll(fnBuild.dir)
+	}
+	os.Exit(code)
+}

@@ -157,8 +157,9 @@ func mutate(t *testing.T, d doc, f func(obj map[string]any)) doc {
 }
 
 // TestSchemaRefusesBadKafkaSource: the checks catch what the API server would refuse in
-// knative/kafkasource.yaml: a misspelt field, a wrong type, a missing required field; and
-// an unknown field in a KEDA ScaledJob and in a built-in kind.
+// knative/kafkasource.yaml: a misspelt field, a wrong type, a missing required field; and a
+// value outside a KafkaSink enum, a wrong type in a KEDA ScaledJob, a misspelt field of a
+// built-in kind and a kind without a schema.
 func TestSchemaRefusesBadKafkaSource(t *testing.T) {
 	var ks doc
 	for _, d := range readDocs(t, "knative/kafkasource.yaml", mustRead(t, "knative/kafkasource.yaml")) {
@@ -195,6 +196,15 @@ func TestSchemaRefusesBadKafkaSource(t *testing.T) {
 		"spec":{"jobTargetRef":{"template":{"spec":{"containers":[{"name":"a","image":"b"}]}}},"triggers":[{"type":"kafka","metadata":{}}],"pollingInterval":"30s"}}`)}
 	if err := checkSchema(t, sj); err == nil || !strings.Contains(err.Error(), `spec.pollingInterval in body must be of type integer`) {
 		t.Errorf("ScaledJob with pollingInterval \"30s\": %v", err)
+	}
+	for _, d := range readDocs(t, "knative/kafkasink.yaml", mustRead(t, "knative/kafkasink.yaml")) {
+		if d.kind != "KafkaSink" {
+			continue
+		}
+		bad := mutate(t, d, func(obj map[string]any) { obj["spec"].(map[string]any)["contentMode"] = "text" })
+		if err := checkSchema(t, bad); err == nil || !strings.Contains(err.Error(), `spec.contentMode: Unsupported value: "text"`) {
+			t.Errorf("KafkaSink with contentMode text: %v", err)
+		}
 	}
 	cj := doc{file: "inline", kind: "ConfigMap", api: "v1", name: "x", raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"date":{"a":"b"}}`)}
 	if err := checkSchema(t, cj); err == nil || !strings.Contains(err.Error(), `unknown field "date"`) {
