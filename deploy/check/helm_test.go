@@ -175,6 +175,7 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		{"bad cron", map[string]any{"schedules": map[string]any{"mirror": "every 5 minutes"}}, "/schedules/mirror"},
 		{"bad protocol", map[string]any{"source": map[string]any{"securityProtocol": "TLS"}}, "securityProtocol"},
 		{"knative with Azure AD source", map[string]any{"shape": "knative", "source": map[string]any{"auth": "azureWorkloadIdentity"}}, "source.auth=azureWorkloadIdentity with shape=knative"},
+		{"KEDA scaler on an Azure AD source with secrets", map[string]any{"shape": "keda", "source": map[string]any{"auth": "azureWorkloadIdentity"}}, "set keda.auth=azureKeyVault"},
 		{"Key Vault without URI", map[string]any{"shape": "keda", "keda": map[string]any{"auth": "azureKeyVault"}}, "keda.keyVault.uri"},
 	}
 	for _, c := range cases {
