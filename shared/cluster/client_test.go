@@ -77,7 +77,8 @@ func TestOptionsInvalidCombinations(t *testing.T) {
 		{name: "event hubs and sasl credentials", s: Settings{EventHubsConnectionString: secret.New(cs), SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_EVENTHUBS_CONNECTION_STRING", "not both"}},
 		{name: "event hubs over plaintext", s: Settings{EventHubsConnectionString: secret.New(cs), SecurityProtocol: "PLAINTEXT"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "must be SASL_SSL"}},
 		{name: "event hubs with scram", s: Settings{EventHubsConnectionString: secret.New(cs), SASLMechanism: "SCRAM-SHA-256"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "must be PLAIN"}},
-		{name: "jks truststore type", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_TYPE", "only PEM"}},
+		{name: "unknown truststore type", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreType: "BCFKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type)", `"BCFKS" is not supported (want JKS, PKCS12 or PEM)`}},
+		{name: "wrong JKS password", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "testdata/none.jks", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "unreadable truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "/nonexistent/ca.pem"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "bad compression", s: Settings{BootstrapServers: seeds, ProducerCompressionType: "brotli"}, want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_TYPE", "brotli"}},
 	} {

@@ -108,7 +108,7 @@ func TestNormalize(t *testing.T) {
 		}, errs: []string{
 			"MM2_SOURCE_SSL_TRUSTSTORE_CERTIFICATES (source.ssl.truststore.certificates): set either",
 			"MM2_SOURCE_SSL_KEYSTORE_CERTIFICATE_CHAIN",
-			`MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type): "JKS" is not supported`,
+			`MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type): must be PEM (or empty) with ssl.truststore.certificates`,
 			`MM2_SOURCE_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM (source.ssl.endpoint.identification.algorithm): unknown value "none"`,
 		}},
 		{name: "empty endpoint algorithm disables", modify: func(s *Settings) { s.SSLEndpointIdentificationAlgorithm = "" }},
