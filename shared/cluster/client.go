@@ -96,7 +96,7 @@ func NewClient(ctx context.Context, s Settings, logger *slog.Logger, extra ...kg
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
-		return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+		return nil, guardOf(s).err(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err))
 	}
 	return cl, nil
 }
@@ -117,8 +117,8 @@ func Ping(ctx context.Context, cl *kgo.Client, s Settings) error {
 }
 
 // ConnectError describes err, an error from reaching the cluster of s, with
-// the cluster alias, the bootstrap address and what failed, with secrets
-// removed. Ping uses it; so can callers whose first request failed.
+// the cluster alias, the bootstrap address and what failed. It formats no
+// secret; a cause whose text holds one is withheld whole (leakGuard). Ping uses it; so can callers whose first request failed.
 func ConnectError(s Settings, err error) error {
 	if err == nil {
 		return nil
@@ -132,11 +132,13 @@ func ConnectError(s Settings, err error) error {
 		n = s
 		n.BootstrapServers, _ = Bootstrap(s)
 	}
-	msg := fmt.Sprintf("connecting to cluster %q at %s: %s%v", n.Alias, strings.Join(n.BootstrapServers, ","), describeConnectErr(n, err), err)
-	return &connectError{msg: redactString(msg, secretsOf(s)), err: err}
+	// err's text comes from franz-go and the broker: guarded, never edited.
+	cause := guardOf(s).text(err.Error())
+	msg := fmt.Sprintf("connecting to cluster %q at %s: %s%s", n.Alias, strings.Join(n.BootstrapServers, ","), describeConnectErr(n, err), cause)
+	return &connectError{msg: msg, err: err}
 }
 
-// connectError is ConnectError's result: a redacted message, and the
+// connectError is ConnectError's result: the message, and the
 // original error for errors.Is/As (kerr.SaslAuthenticationFailed, ...).
 type connectError struct {
 	msg string
@@ -274,7 +276,7 @@ func normalized(s Settings) (Settings, *EventHubsConnection, error) {
 		for i, e := range errs {
 			joined[i] = e
 		}
-		return s, nil, redact(fmt.Errorf("cluster %q: %w", s.Alias, errors.Join(joined...)), secretsOf(s))
+		return s, nil, guardOf(s).err(fmt.Errorf("cluster %q: %w", s.Alias, errors.Join(joined...)))
 	}
 	return n, eh, nil
 }
@@ -322,14 +324,14 @@ func (e *propError) Unwrap() error { return e.err }
 func settingErr(s Settings, err error) error {
 	var pe *propError
 	if !errors.As(err, &pe) {
-		return redact(fmt.Errorf("cluster %q: %w", s.Alias, err), secretsOf(s))
+		return guardOf(s).err(fmt.Errorf("cluster %q: %w", s.Alias, err))
 	}
 	env, prop := prefixes(s.Role, s.Alias)
-	return redact(&SettingError{
+	return &SettingError{
 		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(pe.prop)),
 		Property: prop + pe.prop,
-		Problem:  pe.err.Error(),
-	}, secretsOf(s))
+		Problem:  guardOf(s).text(pe.err.Error()),
+	}
 }
 
 func clientID(s Settings) string {
@@ -344,7 +346,8 @@ func clientID(s Settings) string {
 
 func tlsConfigured(s Settings) bool {
 	return s.SSLTruststoreLocation != "" || s.SSLTruststoreCertificates != "" || s.SSLKeystoreLocation != "" ||
-		s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != ""
+		s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != "" ||
+		s.SSLTruststorePassword.IsSet() || s.SSLKeystorePassword.IsSet() || s.SSLKeyPassword.IsSet()
 }
 
 func consumerProducerOpts(s Settings) []kgo.Opt {
@@ -402,7 +405,7 @@ func Dialer(s Settings, p Profile, logger *slog.Logger) ClientFunc {
 		opts := append(append(append([]kgo.Opt{}, base...), p.ClientOpts()...), extra...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
-			return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+			return nil, guardOf(s).err(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err))
 		}
 		return cl, nil
 	}

@@ -50,12 +50,12 @@ func makeKeytoolStores(t *testing.T) keytoolStores {
 		}
 	}
 	san := "SAN=ip:127.0.0.1,dns:localhost"
-	run("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=mm2go keytool CA", "-ext", "bc:c",
+	run("-genkeypair", "-alias", "ca", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN=mm2go keytool CA", "-ext", "bc:c",
 		"-validity", "2", "-keystore", ca, "-storetype", "PKCS12", "-storepass", k.caPass)
 	run("-exportcert", "-rfc", "-alias", "ca", "-keystore", ca, "-storepass", k.caPass, "-file", k.caPEM)
 	// signed makes a key pair in store, has the CA sign it, and imports CA and certificate.
 	signed := func(store, storeType, storePass, cn string, ext ...string) {
-		run("-genkeypair", "-alias", "me", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN="+cn, "-validity", "2",
+		run("-genkeypair", "-alias", "me", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN="+cn, "-validity", "2",
 			"-keystore", store, "-storetype", storeType, "-storepass", storePass, "-keypass", storePass)
 		csr, crt := store+".csr", store+".crt"
 		run("-certreq", "-alias", "me", "-keystore", store, "-storepass", storePass, "-file", csr)
@@ -161,6 +161,33 @@ func TestIntegrationKeytoolStores(t *testing.T) {
 			t.Fatal("the mutual TLS listener accepted a client without a certificate")
 		}
 	})
+
+	// A wrong SASL password of one or two characters: the real broker's
+	// refusal comes out intact (the old substring redaction spliced
+	// "[redacted]" into every word holding the letter).
+	for _, pass := range []string{"b", "er"} {
+		t.Run("short wrong SASL password "+pass, func(t *testing.T) {
+			ctx := testkit.Context(t, 30*time.Second)
+			s := scram(withStores(base, b.Addr(3), k.trustJKS, "JKS", k.trustPass))
+			s.SASLPassword = secret.New(pass)
+			cl, err := NewClient(ctx, s, nil, kgo.RequestRetries(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			err = Ping(ctx, cl, s)
+			if err == nil {
+				t.Fatal("a wrong password was accepted")
+			}
+			want := fmt.Sprintf("connecting to cluster %q at %s: SASL authentication failed (SCRAM-SHA-512 as %q): ", "target", b.Addr(3), testkit.ScramUser)
+			if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512") {
+				t.Errorf("error\n got %q\nwant %q + the broker's message", err, want)
+			}
+			if strings.Contains(err.Error(), "redacted") || strings.Contains(err.Error(), "withheld") {
+				t.Errorf("error text edited: %q", err)
+			}
+		})
+	}
 
 	t.Run("wrong passwords name the setting", func(t *testing.T) {
 		for _, test := range []struct {

@@ -27,7 +27,7 @@ const (
 // storeFiles are p's CA and client key pair written in every store format.
 type storeFiles struct {
 	jksTrust, p12Trust, jksKeys, jksKeysOwnKeyPass, p12Keys, encPEMKeys string
-	encKeyPEM                                                            string
+	encKeyPEM                                                           string
 }
 
 func firstPEM(t *testing.T, s string) *pem.Block {
