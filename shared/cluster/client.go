@@ -203,10 +203,12 @@ func saslMechanism(s Settings, logger *slog.Logger) (sasl.Mechanism, error) {
 	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 	case MechanismOAuthBearer:
 		return oauthBearerMechanism(s, logger)
+	case MechanismGSSAPI:
+		return kerberosMechanism(s)
 	case "":
 		return nil, propErr("sasl.mechanism", errors.New("required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 	default:
-		return nil, propErr("sasl.mechanism", fmt.Errorf("unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism))
+		return nil, propErr("sasl.mechanism", fmt.Errorf("unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI)", s.SASLMechanism))
 	}
 	user, pass, err := s.SASLCredentials()
 	if err != nil {

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -34,13 +35,19 @@ type Settings struct {
 	// Empty means PLAINTEXT, or SASL_SSL with an Event Hubs connection string.
 	SecurityProtocol string `envconfig:"SECURITY_PROTOCOL" mm2:"security.protocol" defaultdoc:"PLAINTEXT (SASL_SSL with an Event Hubs connection string)" desc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
 
-	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER;
-	// required with a SASL protocol (Kafka's default GSSAPI is not supported).
-	SASLMechanism string `envconfig:"SASL_MECHANISM" mm2:"sasl.mechanism" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"`
+	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or
+	// GSSAPI; required with a SASL protocol (Kafka defaults to GSSAPI; here
+	// it must be named).
+	SASLMechanism string `envconfig:"SASL_MECHANISM" mm2:"sasl.mechanism" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"`
 	// SASLUsername and SASLPassword are PLAIN/SCRAM credentials, an
 	// alternative to SASLJAASConfig.
 	SASLUsername string        `envconfig:"SASL_USERNAME" mm2:"sasl.username" desc:"SASL user (alternative to sasl.jaas.config)"`
 	SASLPassword secret.Secret `envconfig:"SASL_PASSWORD" mm2:"sasl.password" desc:"SASL password (secret)"`
+	// SASLKerberosServiceName and SASLKerberosKrb5Conf are for GSSAPI
+	// (kerberos.go): the brokers' service name, and the krb5.conf to read
+	// (Java takes it from -Djava.security.krb5.conf).
+	SASLKerberosServiceName string `envconfig:"SASL_KERBEROS_SERVICE_NAME" mm2:"sasl.kerberos.service.name" desc:"Kerberos service name of the brokers, for GSSAPI (e.g. kafka)"`
+	SASLKerberosKrb5Conf    string `envconfig:"SASL_KERBEROS_KRB5_CONF" mm2:"sasl.kerberos.krb5.conf" defaultdoc:"/etc/krb5.conf" desc:"krb5.conf for GSSAPI (what Java takes from -Djava.security.krb5.conf)"`
 	// SASLJAASConfig is Kafka's sasl.jaas.config; username and password
 	// are read from its options (see SASLCredentials).
 	SASLJAASConfig secret.Secret `envconfig:"SASL_JAAS_CONFIG" mm2:"sasl.jaas.config" desc:"Kafka JAAS line, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\"; (secret)"`
@@ -102,6 +109,7 @@ const (
 	MechanismScramSHA256 = "SCRAM-SHA-256"
 	MechanismScramSHA512 = "SCRAM-SHA-512"
 	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismGSSAPI      = "GSSAPI"
 
 	// EventHubsUser is the SASL PLAIN user name Event Hubs expects with a
 	// connection string as password.
@@ -227,10 +235,17 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 			if !s.Azure.Enabled() {
 				bad("sasl.mechanism", "OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli)")
 			}
+		case MechanismGSSAPI:
+			if _, err := parseKerberosLogin(*s); err != nil {
+				var pe *propError
+				if errors.As(err, &pe) {
+					bad(pe.prop, "%v", pe.err)
+				}
+			}
 		case "":
-			bad("sasl.mechanism", "required with %s (Kafka's default GSSAPI is not supported): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SecurityProtocol)
+			bad("sasl.mechanism", "required with %s (Kafka's default is GSSAPI; here it must be named): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI", s.SecurityProtocol)
 		default:
-			bad("sasl.mechanism", "unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism)
+			bad("sasl.mechanism", "unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI)", s.SASLMechanism)
 		}
 	}
 

@@ -51,7 +51,7 @@ func TestNormalize(t *testing.T) {
 			s.SecurityProtocol, s.SASLUsername, s.SASLPassword = "SASL_SSL", "u", secret.New("p")
 		}, errs: []string{"MM2_SOURCE_SASL_MECHANISM (source.sasl.mechanism): required with SASL_SSL"}},
 		{name: "gssapi", modify: func(s *Settings) { s.SecurityProtocol, s.SASLMechanism = "SASL_SSL", "GSSAPI" },
-			errs: []string{`unsupported value "GSSAPI"`}},
+			errs: []string{`MM2_SOURCE_SASL_KERBEROS_SERVICE_NAME (source.sasl.kerberos.service.name): required with GSSAPI`}},
 		{name: "sasl plain missing password", modify: func(s *Settings) {
 			s.SecurityProtocol, s.SASLMechanism, s.SASLUsername = "SASL_PLAINTEXT", "PLAIN", "u"
 		}, errs: []string{"MM2_SOURCE_SASL_PASSWORD (source.sasl.password): required"}},
