@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jcmturner/gokrb5/v8/krberror"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -158,11 +159,16 @@ func describeConnectErr(s Settings, err error) string {
 		header    tls.RecordHeaderError
 		firstEOF  *kgo.ErrFirstReadEOF
 		netErr    *net.OpError
+		krbErr    krberror.Krberror
+		krbErrPtr *krberror.Krberror
 	)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		user, _, _ := s.SASLCredentials()
 		return fmt.Sprintf("SASL authentication failed (%s as %q): ", s.SASLMechanism, user)
+	case s.SASLMechanism == MechanismGSSAPI && (errors.As(err, &krbErr) || errors.As(err, &krbErrPtr) || kerberosText(err.Error())):
+		l, _ := parseKerberosLogin(s)
+		return fmt.Sprintf("Kerberos (GSSAPI as %q, service %q) failed: ", l.user+"@"+l.realm, l.service)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Sprintf("the broker does not enable SASL mechanism %s on this listener: ", s.SASLMechanism)
 	case errors.Is(err, kerr.IllegalSaslState):
@@ -183,6 +189,12 @@ func describeConnectErr(s Settings, err error) string {
 		return "network: "
 	}
 	return ""
+}
+
+// kerberosText reports whether an error's text comes from gokrb5, which
+// does not always keep its error type when it wraps (AffirmLogin).
+func kerberosText(t string) bool {
+	return strings.Contains(t, "KDC_Error") || strings.Contains(t, "KRB Error") || strings.Contains(t, "TGT") || strings.Contains(t, "krb5")
 }
 
 // SASLMechanism returns the franz-go SASL mechanism for s (whose protocol is
