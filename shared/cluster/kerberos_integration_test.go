@@ -119,6 +119,7 @@ func startKDC(t *testing.T) *testKDC {
 // JAAS line Kafka's own clients use, and reads what it produced back byte
 // for byte.
 func TestIntegrationGSSAPI(t *testing.T) {
+	t.Parallel() // its own KDC and broker
 	c := testkit.Require(t)
 	kdc := startKDC(t)
 	b := testkit.StartExtraBroker(t, c, "gssapi", 4, func(base int) []string {

@@ -81,6 +81,7 @@ func makeKeytoolStores(t *testing.T) keytoolStores {
 // produced through each are read back byte for byte on the PLAINTEXT
 // listener. A wrong store password fails with an error naming the setting.
 func TestIntegrationKeytoolStores(t *testing.T) {
+	t.Parallel() // its own broker: overlaps with TestIntegrationGSSAPI
 	c := testkit.Require(t)
 	k := makeKeytoolStores(t)
 	b := testkit.StartExtraBroker(t, c, "tlsstores", 5, func(base int) []string {
