@@ -280,7 +280,10 @@ func clientCertificate(s Settings) (tls.Certificate, bool, error) {
 			}
 		case StorePKCS12:
 			// A PKCS12 store made by keytool protects its key with the
-			// store password; ssl.key.password is not used.
+			// store password; go-pkcs12 opens both with one password.
+			if s.SSLKeyPassword.IsSet() && s.SSLKeyPassword.Reveal() != s.SSLKeystorePassword.Reveal() {
+				return tls.Certificate{}, false, propErr(kpw, errors.New("differs from ssl.keystore.password, but a PKCS12 keystore's key is opened with the store password: unset ssl.key.password or set it to the store password"))
+			}
 			key, leaf, chain, err := pkcs12.DecodeChain(b, s.SSLKeystorePassword.Reveal())
 			if err != nil {
 				return tls.Certificate{}, false, pkcs12Err(err, "keystore", s.SSLKeystoreLocation, loc, pw, s.SSLKeystorePassword)

@@ -188,8 +188,13 @@ func TestTLSStoreErrors(t *testing.T) {
 			})
 		}
 	}
+	// A PKCS12 key password other than the store's.
+	_, err := TLSConfig(Settings{SSLKeystoreLocation: f.p12Keys, SSLKeystorePassword: secret.New(storePass), SSLKeyPassword: secret.New(keyPass)})
+	if want := "ssl.key.password: differs from ssl.keystore.password, but a PKCS12 keystore's key is opened with the store password: unset ssl.key.password or set it to the store password"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
 	// A password-protected PKCS12 store without a password.
-	_, err := TLSConfig(Settings{SSLTruststoreLocation: f.p12Trust})
+	_, err = TLSConfig(Settings{SSLTruststoreLocation: f.p12Trust})
 	if want := "ssl.truststore.password: required: the PKCS12 truststore " + f.p12Trust + " is password-protected"; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
 	}
