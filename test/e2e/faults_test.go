@@ -36,61 +36,37 @@ type faultBroker struct {
 // The fault tests run in parallel with each other (t.Parallel), after the package's other
 // tests: each hangs and restarts only its own clusters.
 
-// startFaultBrokers starts one dedicated cluster per name, in parallel, on free port blocks
-// (PORT, PORT+1, PORT+2; a block taken by someone else between the check and the start is
-// tried again elsewhere), and stops and wipes them when the test ends.
+// startFaultBrokers starts one dedicated cluster per name (testkit.StartExtraBroker: free ports
+// below the ephemeral range, stopped and wiped when the test ends); a cluster left hung by a
+// failed test is thawed first.
 func startFaultBrokers(t *testing.T, names ...string) []*faultBroker {
 	t.Helper()
 	c := testkit.Require(t)
 	out := make([]*faultBroker, len(names))
-	errs := make(chan error, len(names))
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	for i, n := range names {
-		b := &faultBroker{t: t, name: "fault-" + n + "-" + suffix, home: c.KafkaHome}
+		eb := testkit.StartExtraBroker(t, c, "fault-"+n+"-", 3, func(int) []string { return nil })
+		b := &faultBroker{t: t, name: eb.Name, bootstrap: eb.Plain, home: eb.Home}
+		t.Cleanup(func() { _ = b.script("thaw") })
 		out[i] = b
-		t.Cleanup(b.remove)
-		go func() { errs <- b.start() }()
-	}
-	for range names {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
 	}
 	return out
 }
 
-func (b *faultBroker) start() error {
-	var last error
-	for try := 0; try < 4; try++ {
-		port := freePortBlock(b.t)
-		out, err := exec.Command(testkit.KafkaScript(b.t), "start", b.name, strconv.Itoa(port)).CombinedOutput()
-		if err == nil {
-			b.bootstrap = fmt.Sprintf("127.0.0.1:%d", port)
-			return nil
-		}
-		last = fmt.Errorf("kafka.sh start %s %d: %v\n%s", b.name, port, err, out)
-		log, _ := os.ReadFile(filepath.Join(b.home, b.name, "logs", "stdout.log"))
-		if !strings.Contains(string(log), "Address already in use") {
-			break
-		}
-		_ = exec.Command(testkit.KafkaScript(b.t), "stop", b.name).Run()
+func (b *faultBroker) script(verb string) error {
+	cmd := exec.Command(testkit.KafkaScript(b.t), verb, b.name)
+	cmd.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+b.home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kafka.sh %s %s: %v\n%s", verb, b.name, err, out)
 	}
-	return last
-}
-
-func (b *faultBroker) remove() {
-	_ = exec.Command(testkit.KafkaScript(b.t), "thaw", b.name).Run()
-	_ = exec.Command(testkit.KafkaScript(b.t), "stop", b.name).Run()
-	if !b.t.Failed() && b.home != "" {
-		_ = os.RemoveAll(filepath.Join(b.home, b.name))
-	}
+	return nil
 }
 
 // kafka runs a kafka.sh verb on the broker (pause, resume, freeze, thaw).
 func (b *faultBroker) kafka(verb string) {
 	b.t.Helper()
-	if out, err := exec.Command(testkit.KafkaScript(b.t), verb, b.name).CombinedOutput(); err != nil {
-		b.t.Fatalf("kafka.sh %s %s: %v\n%s", verb, b.name, err, out)
+	if err := b.script(verb); err != nil {
+		b.t.Fatal(err)
 	}
 }
 
