@@ -47,7 +47,7 @@ func Transient(err error) bool {
 // ServeBackoff bounds the retries of a round run for a CloudEvent: short, since the sender
 // (PingSource, KafkaSource) retries a 503 with its own backoff and the round must not hold the
 // request for minutes.
-var ServeBackoff = cluster.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, Budget: 15 * time.Second}
+var ServeBackoff = cluster.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, Budget: 5 * time.Second}
 
 // Gate lets one round run at a time: concurrent events wait for the running round.
 type Gate struct {
