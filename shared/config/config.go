@@ -47,7 +47,7 @@ type Config struct {
 
 	// Filters (MM2 regex lists; see package filter).
 	Topics                  string `envconfig:"MM2_TOPICS" mm2:"topics" default:".*" desc:"topics to replicate: comma separated regexes, whole-name match"`
-	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:".*[\\-\\.]internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
+	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:"mm2.*\\.internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
 	Groups                  string `envconfig:"MM2_GROUPS" mm2:"groups" default:".*" desc:"consumer groups to checkpoint: comma separated regexes"`
 	GroupsExclude           string `envconfig:"MM2_GROUPS_EXCLUDE" mm2:"groups.exclude" default:"console-consumer-.*, connect-.*, __.*" desc:"consumer groups never checkpointed"`
 	ConfigPropertiesExclude string `envconfig:"MM2_CONFIG_PROPERTIES_EXCLUDE" mm2:"config.properties.exclude" default:"follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas" desc:"topic configs never copied to the target"`

@@ -540,7 +540,7 @@ func TestUsage(t *testing.T) {
 		"MM2_SOURCE_BOOTSTRAP_SERVERS  (<source>.bootstrap.servers)",
 		"MM2_OFFSET_SYNCS_TOPIC_LOCATION  (offset-syncs.topic.location)",
 		"default: mm2-offsets.<source alias>.internal",
-		`default: .*[\-\.]internal, .*\.replica, __.*`,
+		`default: mm2.*\.internal, .*\.replica, __.*`,
 		"PORT\n",
 		"default: 8080",
 	} {

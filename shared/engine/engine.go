@@ -54,7 +54,7 @@ type Options struct {
 	// Policy names remote and internal topics. Nil means MM2's DefaultReplicationPolicy.
 	Policy policy.Policy
 	// Topics selects source topics. Nil means MM2's defaults (topics=.*, topics.exclude=
-	// .*[\-\.]internal, .*\.replica, __.*).
+	// mm2.*\.internal, .*\.replica, __.*).
 	Topics *filter.Filter
 	// HeartbeatsReplication is heartbeats.replication.enabled: replicate "heartbeats" topics
 	// even when Topics rejects them (MM2's default is true; the zero value here is false).
