@@ -121,8 +121,16 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 		}
 	}
 	if file != nil && file.path != "" {
-		if unused := file.unused(); len(unused) > 0 {
-			logger.Debug("MM2 properties mm2go does not use", "file", file.path, "keys", unused)
+		refused, ignored := file.classify()
+		if len(refused) > 0 {
+			e := &RefusedKeyError{File: file.path}
+			for _, k := range refused {
+				e.Keys = append(e.Keys, k.key+": "+k.why)
+			}
+			return nil, e
+		}
+		for _, k := range ignored {
+			logger.Warn("MM2 property ignored", "key", k.key, "verdict", string(k.verdict), "why", k.why)
 		}
 	}
 
@@ -257,6 +265,7 @@ func (c *Config) validate() []*cluster.SettingError {
 	if c.LagGroup != "" && c.LagGroup == c.BurstGroup {
 		bad("MM2_LAG_GROUP", "lag.group", "must differ from MM2_BURST_GROUP %q (a burst group has members; commits from outside it are refused)", c.BurstGroup)
 	}
+	c.validateClients(bad)
 	if c.Port < 1 || c.Port > 65535 {
 		bad("PORT", "", "%d is not a TCP port", c.Port)
 	}

@@ -24,6 +24,7 @@ type mm2File struct {
 	order          []string // keys in file order
 	used           map[string]bool
 	clusters       []string
+	allFlows       []string // every enabled flow, "A->B"
 	source, target string
 }
 
@@ -76,6 +77,7 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 		}
 	}
 	enabled := f.enabledFlows()
+	f.allFlows = enabled
 	if flow != "" {
 		src, tgt, ok := flowFromString(flow)
 		if !ok {
@@ -165,6 +167,12 @@ func (f *mm2File) lookup(s *setting) (string, bool) {
 		// source cluster's clients, below the cluster-level one.
 		if s.role == "source" && (strings.HasPrefix(s.prop, "consumer.") || strings.HasPrefix(s.prop, "admin.")) {
 			keys = append(keys, flow+s.prop)
+		}
+		// The target's producer writes the copied records: MM2's Connect
+		// worker producer, which a flow overrides per connector with
+		// producer.override.<key>.
+		if rest, ok := strings.CutPrefix(s.prop, "producer."); ok && s.role == "target" {
+			keys = append(keys, flow+"producer.override."+rest)
 		}
 		if isConnKey(s.prop) {
 			keys = append(keys, s.prop)
