@@ -468,7 +468,7 @@ func TestFileAndFlowErrors(t *testing.T) {
 		name, file, flow, want string
 	}{
 		{"no flow", "clusters=a,b\n", "", "enables no flow"},
-		{"several flows", "clusters=a,b\na->b.enabled=true\nb->a.enabled=TRUE\n", "", "enables several flows (a->b, b->a): choose one with MM2_FLOW"},
+		{"several flows", "clusters=a,b\na->b.enabled=true\nb->a.enabled=TRUE\n", "", "enables several flows (a->b, b->a): choose one with MM2_FLOW (run runs them all)"},
 		{"flow not in clusters", "clusters=a,b\na->b.enabled=true\n", "a->c", "clusters=a,b"},
 		{"bad flow", "clusters=a,b\n", "a-b", `MM2_FLOW "a-b"`},
 		{"unreadable provider file", "clusters=a,b\na->b.enabled=true\na.bootstrap.servers=${file:/does/not/exist:K}\n", "", "reading properties from /does/not/exist"},

@@ -293,7 +293,11 @@ func (f *mm2File) classify() (refused, ignored []ignoredKey) {
 				}
 			}
 		}
-		ik := ignoredKey{k, base, f.props[k], r.verdict, r.why}
+		name := k
+		if orig, ok := f.renamed[k]; ok {
+			name = orig // say it as the file does
+		}
+		ik := ignoredKey{name, base, f.props[k], r.verdict, r.why}
 		if r.verdict == Refused && !acceptedValue(f.props[k], r.accepted) {
 			refused = append(refused, ik)
 			continue

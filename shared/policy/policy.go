@@ -79,6 +79,18 @@ func New(class, separator string, internalSeparator bool, sourceAlias string) (P
 	return nil, fmt.Errorf("replication.policy.class %q is not supported: use %s or %s", class, DefaultClass, IdentityClass)
 }
 
+// IsIdentity reports whether class (as New accepts it) names the identity policy; ok is
+// false for classes New does not accept.
+func IsIdentity(class string) (identity, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(class)) {
+	case "", strings.ToLower(DefaultClass), "defaultreplicationpolicy", "default":
+		return false, true
+	case strings.ToLower(IdentityClass), "identityreplicationpolicy", "identity":
+		return true, true
+	}
+	return false, false
+}
+
 // Default is MM2's DefaultReplicationPolicy: remote topics are named
 // "<source alias><separator><topic>".
 type Default struct {
