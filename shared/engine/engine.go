@@ -70,6 +70,10 @@ type Options struct {
 	// line with the source on every burst (CopyPartition: at most every 30 s per topic).
 	SyncTopicConfigs bool
 
+	// SyncTopicACLs is sync.topic.acls.enabled: copy the source's topic ACLs to the remote
+	// topics once per burst (package acls). [h/config]
+	SyncTopicACLs bool
+
 	// OffsetSyncsTopicLocation is offset-syncs.topic.location: SyncsOnSource (default) or
 	// SyncsOnTarget.
 	OffsetSyncsTopicLocation string
