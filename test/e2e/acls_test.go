@@ -128,16 +128,23 @@ func TestTopicACLSync(t *testing.T) {
 
 	// One cluster plays both sides (aliases source and target): the remote topic is
 	// source.<topic> on the same authorizer broker.
-	env := MirrorEnv(testkit.Clusters{Source: testkit.Cluster{Bootstrap: bootstrap}, Target: testkit.Cluster{Bootstrap: bootstrap}}, topic)
+	env := MirrorEnv(testkit.Clusters{Source: testkit.Cluster{Bootstrap: bootstrap}, Target: testkit.Cluster{Bootstrap: bootstrap}}, topic, "MM2_OFFSET_STORAGE_PARTITIONS=1")
 	res := RunMirror(t, env)
 	if res.Code != 0 {
 		t.Fatalf("mirror run: exit %d\n%s", res.Code, res.Stderr)
 	}
 	remote := "source." + topic
-	got := topicACLs(ctx, t, cl, remote)
 	want := []string{"ALLOW User:describer DESCRIBE *", "ALLOW User:owner READ 10.0.0.1", "ALLOW User:reader READ *", "DENY User:mallory READ *"}
+	var got []string
+	// The broker applies created ACLs through its metadata log: poll until they show.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got = topicACLs(ctx, t, cl, remote)
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("ACLs of %s:\n%s\nwant:\n%s", remote, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("ACLs of %s:\n%s\nwant:\n%s\nmirror's log:\n%s", remote, strings.Join(got, "\n"), strings.Join(want, "\n"), lastLines(res.Stderr, 30))
 	}
 	if n := topicACLs(ctx, t, cl, "source."+other); len(n) != 0 {
 		t.Errorf("ACLs of a topic not mirrored were copied: %v", n)
@@ -156,9 +163,9 @@ func TestTopicACLSync(t *testing.T) {
 	// sync.topic.acls.enabled=false: nothing copied.
 	topic2 := testkit.CreateTopic(t, bootstrap, testkit.Name(t, "aclnosync"), 1, nil)
 	add(kadm.NewACLs().Topics(topic2).Allow("User:reader").AllowHosts("*").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
-	env2 := MirrorEnv(testkit.Clusters{Source: testkit.Cluster{Bootstrap: bootstrap}, Target: testkit.Cluster{Bootstrap: bootstrap}}, topic2, "MM2_SYNC_TOPIC_ACLS_ENABLED=false")
-	if res := RunMirror(t, env2); res.Code != 0 {
-		t.Fatalf("mirror run: exit %d\n%s", res.Code, res.Stderr)
+	env2 := MirrorEnv(testkit.Clusters{Source: testkit.Cluster{Bootstrap: bootstrap}, Target: testkit.Cluster{Bootstrap: bootstrap}}, topic2, "MM2_SYNC_TOPIC_ACLS_ENABLED=false", "MM2_OFFSET_STORAGE_PARTITIONS=1")
+	if res := RunMirror(t, env2); res.Code != 0 || strings.Contains(res.Stderr, "topic ACLs synced") {
+		t.Fatalf("mirror run without ACL sync: exit %d\n%s", res.Code, res.Stderr)
 	}
 	if n := topicACLs(ctx, t, cl, "source."+topic2); len(n) != 0 {
 		t.Errorf("sync.topic.acls.enabled=false copied ACLs: %v", n)
