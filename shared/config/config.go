@@ -104,7 +104,7 @@ type Config struct {
 	LogFormat             string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
 	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
 	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
+	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }
 
 // ConnectError explains a failed connection to the flow's "source" or "target" cluster with

@@ -108,6 +108,24 @@ func TestMM2KeysDoc(t *testing.T) {
 		"Keys are read as MM2 dedicated mode reads them: `<key>`, `<source>-><target>.<key>` for a flow,\n" +
 		"`<alias>.<key>` for a cluster, `<alias>.producer.<key>` / `<alias>.consumer.<key>` for its clients.\n\n" +
 		fmt.Sprintf("%d keys: %d honoured, %d not needed, %d refused.\n\n", len(keys), counts[Honoured], counts[NotNeeded], counts[Refused]) +
+		"## File shapes\n\n" +
+		"* **Dedicated mode** (`clusters=A,B`, `A->B.enabled=true`, as for `connect-mirror-maker.sh`): `run` runs every\n" +
+		"  enabled flow at once, as MM2 runs a herder per flow (each flow logs with `flow=A->B` and prints its own summary\n" +
+		"  line; the exit code is the most serious of the flows'). `serve`, `status`, `verify` and `plan` run one flow:\n" +
+		"  set `MM2_FLOW=A->B`. With DefaultReplicationPolicy, active/active flows (A->B and B->A) do not loop: a topic\n" +
+		"  whose name shows it came from the flow's target at any hop (`A.orders` on flow B->A) is never replicated\n" +
+		"  (MirrorSourceConnector.isCycle). IdentityReplicationPolicy cannot tell, so enabled flows forming a cycle under\n" +
+		"  it are refused.\n" +
+		"* **Connector style** (one connector's config as Kafka Connect, MSK Connect or Strimzi write it:\n" +
+		"  `connector.class`, `source.cluster.alias`, `source.cluster.bootstrap.servers`, `target.cluster.*`,\n" +
+		"  `source.consumer.*`, `producer.override.*`, `topics`, ...): read as the flow\n" +
+		"  `<source.cluster.alias>-><target.cluster.alias>`; `source.cluster.<k>` is the source cluster's `<k>`,\n" +
+		"  `producer.override.<k>` the target producer's (the Connect worker writes to its own cluster, which must be the\n" +
+		"  target). A JSON connector config, or one without `source.cluster.alias` or either bootstrap address, is refused\n" +
+		"  with a message saying what to write.\n\n" +
+		"Topic selection is MM2 4.1.1's: internal topics are `mm2*<sep>internal`, checkpoints topics and names starting\n" +
+		"with `__` or `.` (DefaultReplicationPolicy.isInternalTopic); the default `topics.exclude` is\n" +
+		"`mm2.*\\.internal, .*\\.replica, __.*`. So `orders.internal` is mirrored, as by MM2 4.1.1 (Kafka 3.x did not).\n\n" +
 		"## MM2 4.1.1 ConfigDef keys\n\n| key | MM2 default | verdict | mm2go |\n|---|---|---|---|\n" + table +
 		"\n## Other keys in MM2 files\n\nConnect worker keys, the loader's own and mm2go's settings.\n\n| key | verdict | mm2go |\n|---|---|---|\n" + ex.String() +
 		"\n## Client keys (`producer.*`, `consumer.*`, `admin.*`)\n\n" +
