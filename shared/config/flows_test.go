@@ -107,3 +107,32 @@ value.converter=org.apache.kafka.connect.converters.ByteArrayConverter
 		}
 	}
 }
+
+func TestProducerOverrides(t *testing.T) {
+	path, _ := file(t, "clusters=a,b\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\na->b.enabled=true\n"+
+		"b.producer.max.request.size=2097152\nb.producer.linger.ms=50\na->b.producer.override.linger.ms=7\na->b.producer.override.delivery.timeout.ms=120000\n"+
+		"a.consumer.request.timeout.ms=40000\na->b.consumer.session.timeout.ms=30000\nb.producer.batch.size=65536\n")
+	var logs bytes.Buffer
+	c, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// producer.override.* (Connect's per-connector override) beats the worker's <target>.producer.*.
+	if c.TargetProducer.MaxRequestSize != 2097152 || c.Target.ProducerLingerMS != 7 || c.TargetProducer.DeliveryTimeoutMS != 120000 ||
+		c.SourceConsumer.RequestTimeoutMS != 40000 || c.SourceConsumer.SessionTimeoutMS != 30000 {
+		t.Errorf("producer %+v linger %d consumer %+v", c.TargetProducer, c.Target.ProducerLingerMS, c.SourceConsumer)
+	}
+	if len(c.ClientOpts("target")) != 2 || len(c.ClientOpts("source")) != 2 {
+		t.Errorf("client options: target %d, source %d", len(c.ClientOpts("target")), len(c.ClientOpts("source")))
+	}
+	// The shadowed b.producer.linger.ms and the unused batch.size are named.
+	if n := strings.Count(logs.String(), "MM2 property ignored"); n != 2 || !strings.Contains(logs.String(), `"key":"b.producer.batch.size"`) ||
+		!strings.Contains(logs.String(), `"key":"b.producer.linger.ms","verdict":"not needed","why":"another key sets this client setting`) {
+		t.Errorf("want WARN lines for b.producer.linger.ms and b.producer.batch.size:\n%s", logs.String())
+	}
+	// Bad values name the setting.
+	path, _ = file(t, "clusters=a,b\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\na->b.enabled=true\nb.producer.max.request.size=-5\n")
+	if _, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), nil); err == nil || !strings.Contains(err.Error(), "b.producer.max.request.size") {
+		t.Errorf("negative max.request.size: %v", err)
+	}
+}

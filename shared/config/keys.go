@@ -275,7 +275,12 @@ func (f *mm2File) classify() (refused, ignored []ignoredKey) {
 		}
 		var r keyRule
 		var ok bool
-		if client != "" {
+		kind := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(client, "source."), "target."), "override."), ".")
+		if _, read := honouredKeys()[kind+"."+base]; client != "" && read {
+			// A setting reads this client key, just not from here: another
+			// key of higher precedence set it, or it is the other cluster's.
+			r = keyRule{NotNeeded, "another key sets this client setting (MM2's precedence: <flow>.producer.override.<key> over <target>.producer.<key>; <source>.consumer.<key> over <flow>.consumer.<key>), or it is for the other cluster's clients", nil}
+		} else if client != "" {
 			r, ok = clientRules[base]
 			if !ok {
 				r = keyRule{NotNeeded, whyClient, nil}

@@ -189,9 +189,10 @@ func (f *mm2File) lookup(s *setting) (string, bool) {
 		}
 		// The target's producer writes the copied records: MM2's Connect
 		// worker producer, which a flow overrides per connector with
-		// producer.override.<key>.
+		// producer.override.<key> (a connector override beats the worker's
+		// config in Connect).
 		if rest, ok := strings.CutPrefix(s.prop, "producer."); ok && s.role == "target" {
-			keys = append(keys, flow+"producer.override."+rest)
+			keys = append([]string{flow + "producer.override." + rest}, keys...)
 		}
 		if isConnKey(s.prop) {
 			keys = append(keys, s.prop)
