@@ -45,6 +45,11 @@ type BurstOptions struct {
 	// fetched, if set, is called once the copy has stopped fetching and closed its source
 	// consumer (shared copies free their loop then).
 	fetched func()
+	// settled, if set, is called once no record of the copy is in flight any more and the
+	// positions of those acknowledged are stored: at its end, or later if the target left
+	// records unacknowledged past the grace period (shared producers retry them; a copy of the
+	// same partitions started before they settle would write them a second time).
+	settled func()
 }
 
 // Progress is a running total of a burst.
@@ -221,6 +226,12 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
+	copying := false // the copier calls bo.settled; every other way out of here does it below
+	defer func() {
+		if !copying && bo.settled != nil {
+			bo.settled()
+		}
+	}()
 	ensureOffsets, newSyncs := e.ensureOffsetsTopic, e.newSyncEmitter
 	if reuse {
 		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
@@ -317,6 +328,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if reuse {
 		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	}
+	copying = true
 	sum, err := c.run(ctx, start)
 	e.commitLagGroup(ctx, sum, err)
 	return sum, err

@@ -302,7 +302,42 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		cons.AllowRebalance()
 		cons.Close()
 	}
+	c.settle()
 	return c.summary(start, reason)
+}
+
+// settleMax bounds how long a copy on the engine's shared producers keeps its partitions after
+// its end while records it produced are still unacknowledged.
+const settleMax = 10 * time.Minute
+
+// settle calls bo.settled once the copy has no record in flight. On the engine's shared
+// producers (reuse) records the target has not acknowledged within the grace period stay in
+// flight (they are retried, never dropped): a copy waits for them in the background, then
+// stores the positions of those acknowledged, and only then frees its partitions.
+func (c *copier) settle() {
+	done := c.bo.settled
+	if done == nil {
+		done = func() {}
+	}
+	if !c.reuse || c.pending.Load() == 0 {
+		done()
+		return
+	}
+	c.e.log.Warn("records still in flight after the copy ended; its partitions stay reserved until the target acknowledges them",
+		"records", c.pending.Load())
+	go func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.writeCtx), settleMax)
+		defer cancel()
+		if err := waitZero(ctx, &c.pending); err != nil {
+			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
+			return
+		}
+		c.writePositions(ctx)
+		if err := waitZero(ctx, &c.posPending); err != nil {
+			c.e.log.Error("positions of an ended copy not stored", "err", err)
+		}
+	}()
 }
 
 // open connects the copier's target producers (the engine's shared ones with reuse) and

@@ -103,7 +103,12 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	if err != nil {
 		return err
 	}
-	defer release()
+	held := true // until the copier below takes over releasing it (once settled)
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 	next, ok, err := e.Next(ctx, topic, partition)
 	if err != nil {
 		return err
@@ -129,22 +134,26 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	defer syncs.close()
 	syncs.promote = e.reuse.promoteOften
 	w := &work{tp: tp, remote: remote, start: rec.Offset, end: rec.Offset + 1, initPos: -2}
-	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, []*work{w}, readyTopic(parts), syncs)
+	held = false
+	c := newCopier(e, BurstOptions{Grace: 10 * time.Second, settled: release}, []*work{w}, readyTopic(parts), syncs)
 	c.reuse = true
 	c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	writeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
+		release()
 		return err
 	}
 	defer closeProducers()
 	out := &kgo.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp,
 		Partition: partition, Offset: rec.Offset}
 	if !c.produce(ctx, c.states[0], out) {
+		release()
 		return fmt.Errorf("writing %s offset %d: %w", tp, rec.Offset, ctx.Err())
 	}
 	c.finish(writeCtx)
+	c.settle()
 	_, err = c.summary(start, ReasonDone)
 	return err
 }

@@ -262,11 +262,22 @@ func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func(
 		swept = e.sweep(ctx, tps, remote)
 		tps = append(tps, swept...)
 	}
-	defer e.release(tps)
+	settled := make(chan struct{})
 	bo := BurstOptions{fetched: func() {
 		e.log.Debug("shared copy fetched", "partitions", len(batch), "swept", len(swept), "elapsed", time.Since(start).String())
 		fetched()
-	}}
+	}, settled: func() { close(settled) }}
+	defer func() {
+		select {
+		case <-settled:
+			e.release(tps)
+		default:
+			go func() { // records still in flight: the copier settles them (at most settleMax)
+				<-settled
+				e.release(tps)
+			}()
+		}
+	}()
 	sum, err := e.runWith(ctx, start, bo, tps, remote, limit, true, nil)
 	if err != nil && len(batch) > 1 {
 		e.log.Warn("shared copy failed; copying its partitions again one by one", "partitions", len(batch), "err", err)
