@@ -617,13 +617,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		pctx, pcancel := context.WithTimeout(stopCtx, positionFlushInterval)
 		fs := cons.PollFetches(pctx)
 		pcancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			c.fail(ferr)
 			return ReasonFailed
 		}
@@ -714,6 +708,18 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		}
 	}
 	return reason
+}
+
+// fetchError returns the first error of a poll that is not the poll's own deadline or
+// cancellation.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
+		}
+	})
+	return ferr
 }
 
 // recycle returns records that will not be produced to the fetch pool.
