@@ -105,8 +105,8 @@ type Config struct {
 	ServeOIDCAllowedSubjects    []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
 	ServeOIDCCAFile             string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
 	PayloadAllowUnauthenticated bool     `envconfig:"MM2_PAYLOAD_ALLOW_UNAUTHENTICATED" scope:"env" default:"false" desc:"mirror serve: allow MM2_EVENT_MODE=payload without sender authentication, accepting records from anyone who can reach the service"`
-	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
+	ConfigFile                  string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	Flow                        string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
 }
 
 // SenderAuth is the serve sub-commands' sender authentication settings.

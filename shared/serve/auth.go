@@ -128,7 +128,7 @@ func (a *senderAuth) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error
 		return nil, err
 	}
 	var claims struct {
-		JWKSURI string `json:"jwks_uri"`
+		JWKSURI string   `json:"jwks_uri"`
 		Algs    []string `json:"id_token_signing_alg_values_supported"`
 	}
 	if err := p.Claims(&claims); err != nil {
