@@ -111,6 +111,9 @@ func secretsOf(s Settings) []string {
 	if _, pass, err := s.SASLCredentials(); err == nil {
 		add(pass.Reveal())
 	}
+	for _, v := range s.oauthSecrets() { // OIDC client secret (oidc.go)
+		add(v)
+	}
 	if cs := s.EventHubsConnectionString.Reveal(); cs != "" {
 		for part := range strings.SplitSeq(cs, ";") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(strings.TrimSpace(k), "SharedAccessKey") {
