@@ -445,7 +445,7 @@ func (t *OIDCTokens) request(ctx context.Context) (token string, retry bool, err
 			reason += " (check the client ID and secret: JAAS clientId/clientSecret or sasl.oauthbearer.client.credentials.*)"
 		case tr.Error == "invalid_scope":
 			reason += " (check the scope: JAAS scope or sasl.oauthbearer.scope)"
-		case resp.StatusCode == http.StatusNotFound:
+		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 			reason += " (is this the issuer's token endpoint? see token_endpoint in its .well-known/openid-configuration)"
 		}
 		return "", resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, t.fail(reason, nil)
