@@ -22,6 +22,7 @@ const (
 	EnvOIDCAudience        = "MM2_SERVE_OIDC_AUDIENCE"
 	EnvOIDCAllowedSubjects = "MM2_SERVE_OIDC_ALLOWED_SUBJECTS"
 	EnvOIDCCAFile          = "MM2_SERVE_OIDC_CA_FILE"
+	EnvOIDCTokenFile       = "MM2_SERVE_OIDC_ISSUER_TOKEN_FILE"
 )
 
 // SenderAuthConfig turns on Knative Eventing's OIDC sender authentication: every event request
@@ -40,6 +41,11 @@ type SenderAuthConfig struct {
 	// CAFile is a PEM bundle to trust for the issuer's HTTPS endpoints instead of the system
 	// roots (in Kubernetes: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt).
 	CAFile string
+	// TokenFile, if set, is a bearer token file sent with the discovery and JWKS requests, read
+	// at each request: a Kubernetes API server serves its service account issuer's discovery
+	// only to authenticated callers unless anonymous access is granted
+	// (/var/run/secrets/kubernetes.io/serviceaccount/token).
+	TokenFile string
 }
 
 // Enabled reports whether sender authentication is on.
@@ -49,7 +55,8 @@ func (c SenderAuthConfig) Enabled() bool { return c.Issuer != "" }
 // zero value is valid (off).
 func (c SenderAuthConfig) Validate() error {
 	if !c.Enabled() {
-		for env, set := range map[string]bool{EnvOIDCAudience: c.Audience != "", EnvOIDCAllowedSubjects: len(c.AllowedSubjects) > 0, EnvOIDCCAFile: c.CAFile != ""} {
+		for env, set := range map[string]bool{EnvOIDCAudience: c.Audience != "", EnvOIDCAllowedSubjects: len(c.AllowedSubjects) > 0,
+			EnvOIDCCAFile: c.CAFile != "", EnvOIDCTokenFile: c.TokenFile != ""} {
 			if set {
 				return fmt.Errorf("%s is set but %s is not: set the issuer to turn on sender authentication", env, EnvOIDCIssuer)
 			}
@@ -109,8 +116,28 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 	if pool != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var rt http.RoundTripper = tr
+	if cfg.TokenFile != "" {
+		rt = tokenFileTransport{file: cfg.TokenFile, next: tr}
+	}
+	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
 	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil
+}
+
+// tokenFileTransport adds the bearer token of a file (re-read each time: kubelet rotates it).
+type tokenFileTransport struct {
+	file string
+	next http.RoundTripper
+}
+
+func (t tokenFileTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, err := os.ReadFile(t.file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the token for the issuer: %w", EnvOIDCTokenFile, err)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	return t.next.RoundTrip(r)
 }
 
 // verifier returns the verifier, running discovery first if it has not succeeded yet.

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +216,28 @@ func TestCheckPayloadAuth(t *testing.T) {
 	}
 	if err := CheckPayloadAuth(SenderAuthConfig{Issuer: "https://i", Audience: "a"}, false); err != nil {
 		t.Errorf("payload with sender auth: %v", err)
+	}
+}
+
+// TestSenderAuthIssuerToken: with a token file, discovery and key requests carry its token (a
+// Kubernetes API server issuer answers them only to authenticated callers).
+func TestSenderAuthIssuerToken(t *testing.T) {
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("pod-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization")
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: srv.URL, Audience: "a", TokenFile: file}}, quietLogger(), HandlerFunc(ok))
+	code, _ := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer x.y.z"}))
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("answer %d, want 503 (discovery refused)", code)
+	}
+	if got := <-seen; got != "Bearer pod-token" {
+		t.Fatalf("discovery request carried Authorization %q, want the token file's", got)
 	}
 }
