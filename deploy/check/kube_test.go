@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventingduckv1 "knative.dev/eventing/pkg/apis/duck/v1"
+	eventingv1alpha1 "knative.dev/eventing/pkg/apis/eventing/v1alpha1"
 	"knative.dev/eventing/pkg/apis/feature"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"knative.dev/pkg/apis"
@@ -37,6 +38,7 @@ type decoded struct {
 	configMaps   map[string]*corev1.ConfigMap
 	secrets      map[string]*corev1.Secret
 	accounts     map[string]*corev1.ServiceAccount
+	policies     map[string]*eventingv1alpha1.EventPolicy // eventpolicy_test.go
 	kustomize    *kusttypes.Kustomization
 }
 
@@ -46,6 +48,7 @@ func newDecoded() *decoded {
 		kafkaSources: map[string]map[string]any{}, kafkaSinks: map[string]map[string]any{},
 		cronJobs: map[string]*batchv1.CronJob{}, configMaps: map[string]*corev1.ConfigMap{},
 		secrets: map[string]*corev1.Secret{}, accounts: map[string]*corev1.ServiceAccount{},
+		policies: map[string]*eventingv1alpha1.EventPolicy{},
 	}
 }
 
@@ -128,6 +131,14 @@ func (dd *decoded) decodeDoc(d doc) error {
 		}
 		_, seen := dd.accounts[d.name]
 		dd.accounts[d.name] = &o
+		return dup(seen)
+	case "eventing.knative.dev/v1alpha1/EventPolicy":
+		var o eventingv1alpha1.EventPolicy
+		if err := strict(d.raw, &o); err != nil {
+			return err
+		}
+		_, seen := dd.policies[d.name]
+		dd.policies[d.name] = &o
 		return dup(seen)
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		var o kusttypes.Kustomization
