@@ -2,10 +2,12 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 
+	eventingv1alpha1 "knative.dev/eventing/pkg/apis/eventing/v1alpha1"
 	"knative.dev/eventing/pkg/apis/feature"
 	"knative.dev/pkg/apis"
 	"knative.dev/pkg/kmeta"
@@ -21,9 +23,15 @@ const senderAudience = "mm2go"
 // listed in configmap.yaml are the OIDC service accounts Eventing creates for those sources.
 func TestKnativeSenderAuth(t *testing.T) {
 	dd := decodeAll(t, manifestDocs(t, "knative"))
-	ep := dd.policies["mm2go-senders"]
-	if ep == nil {
+	raw := dd.custom["EventPolicy"]["mm2go-senders"] // schema-checked by TestManifestSchemas
+	if raw == nil {
 		t.Fatal("EventPolicy mm2go-senders missing (knative/eventpolicy.yaml)")
+	}
+	var ep eventingv1alpha1.EventPolicy
+	if b, err := json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	} else if err := strict(b, &ep); err != nil {
+		t.Fatalf("EventPolicy mm2go-senders: %v", err)
 	}
 	flags, err := feature.NewFlagsConfigFromMap(map[string]string{feature.OIDCAuthentication: "enabled"})
 	if err != nil {
