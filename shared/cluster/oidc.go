@@ -105,15 +105,6 @@ func (s *Settings) oauthClient() (id string, sec secret.Secret, scope string, er
 	return id, sec, scope, nil
 }
 
-// oauthSecrets lists the OAUTHBEARER client secret values, for redaction.
-func (s *Settings) oauthSecrets() []string {
-	out := []string{s.OAuthBearer.ClientSecret.Reveal()}
-	if opts, err := s.oauthOptions(); err == nil {
-		out = append(out, opts["clientSecret"])
-	}
-	return out
-}
-
 func parseFraction(v, def string, lo, hi float64) (float64, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -214,7 +205,7 @@ type OIDCTokens struct {
 	backoff, backoffMax            time.Duration
 	http                           *http.Client
 	logger                         *slog.Logger
-	secrets                        []string
+	guard                          leakGuard
 	now                            func() time.Time
 
 	mu        sync.Mutex
@@ -285,7 +276,7 @@ func NewOIDCTokens(s Settings, logger *slog.Logger) (*OIDCTokens, error) {
 		backoffMax: ms(o.LoginRetryBackoffMaxMS, 10000),
 		http:       &http.Client{Transport: tr},
 		logger:     logger.With("cluster", s.Alias),
-		secrets:    secretsOf(s),
+		guard:      guardOf(s),
 		now:        time.Now,
 	}
 	return t, nil
@@ -365,7 +356,7 @@ func (e *OIDCTokenError) Unwrap() error { return e.Err }
 func (t *OIDCTokens) fail(reason string, err error) error {
 	return &OIDCTokenError{Cluster: t.cluster, Env: t.envPrefix + "SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL",
 		Property: t.propPrefix + "sasl.oauthbearer.token.endpoint.url", Endpoint: t.endpoint, ClientID: t.clientID,
-		Reason: redactString(reason, t.secrets), Err: err}
+		Reason: t.guard.text(reason), Err: err}
 }
 
 // fetch gets one token: read from a file: URL, or a client_credentials request retried with

@@ -253,9 +253,14 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 // run copies until every partition reached its end, a budget is exhausted or ctx ends.
 func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	e := c.e
-	// Writes outlive a stop request by at most Grace.
+	// Writes outlive a stop request by at most Grace (on shared producers: until settled).
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWrites()
+	settling := false
+	defer func() {
+		if !settling {
+			cancelWrites()
+		}
+	}()
 	defer func() {
 		if c.early != nil {
 			c.early.Close() // not used: the run failed before it fetched
@@ -302,7 +307,8 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		cons.AllowRebalance()
 		cons.Close()
 	}
-	c.settle()
+	settling = true
+	c.settle(cancelWrites)
 	return c.summary(start, reason)
 }
 
@@ -310,14 +316,18 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 // its end while records it produced are still unacknowledged.
 const settleMax = 10 * time.Minute
 
-// settle calls bo.settled once the copy has no record in flight. On the engine's shared
-// producers (reuse) records the target has not acknowledged within the grace period stay in
-// flight (they are retried, never dropped): a copy waits for them in the background, then
-// stores the positions of those acknowledged, and only then frees its partitions.
-func (c *copier) settle() {
-	done := c.bo.settled
-	if done == nil {
-		done = func() {}
+// settle ends the copy's writes (cancelWrites, the context its records were produced with) and
+// calls bo.settled once the copy has no record in flight. On the engine's shared producers
+// (reuse) records the target has not acknowledged within the grace period stay in flight
+// (they are retried, never dropped; their context stays alive): a copy waits for them in the
+// background, then stores the positions of those acknowledged, and only then frees its
+// partitions.
+func (c *copier) settle(cancelWrites context.CancelFunc) {
+	done := func() {
+		cancelWrites()
+		if c.bo.settled != nil {
+			c.bo.settled()
+		}
 	}
 	if !c.reuse || c.pending.Load() == 0 {
 		done()
@@ -617,13 +627,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		pctx, pcancel := context.WithTimeout(stopCtx, positionFlushInterval)
 		fs := cons.PollFetches(pctx)
 		pcancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			c.fail(ferr)
 			return ReasonFailed
 		}
@@ -714,6 +718,18 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		}
 	}
 	return reason
+}
+
+// fetchError returns the first error of a poll that is not the poll's own deadline or
+// cancellation.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
+		}
+	})
+	return ferr
 }
 
 // recycle returns records that will not be produced to the fetch pool.
