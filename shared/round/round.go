@@ -160,12 +160,16 @@ func RunCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)
 // runs one round (see Handle), on PORT, with /healthz, /readyz and /metrics.
 func ServeCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
 	return func(ctx context.Context, env cli.Env) error {
+		if err := env.Config.SenderAuth().Validate(); err != nil {
+			return &cli.ConfigError{Err: err}
+		}
 		j, err := build(ctx, env)
 		if err != nil {
 			return err
 		}
 		defer j.Close()
-		sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}
+		sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler(),
+			SenderAuth: env.Config.SenderAuth()}
 		return serve.Run(ctx, sc, env.Logger, j)
 	}
 }
