@@ -345,6 +345,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("committing transaction for %s: %w", w.tp, err)
 	}
+	e.known.advance(w.tp, last+1)
 	var bytes int64
 	for i, p := range pairs {
 		r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)

@@ -29,6 +29,8 @@ func ServeCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ConfigError{Err: err}
 	}
 	o.Metrics = env.Metrics
+	// Payload records come from events: shared copies take only the partitions asked for.
+	o.NoSweep = Mode(cfg.EventMode) == ModePayload
 	e, err := engine.New(ctx, o, engine.Dialer(cfg, env.Logger), env.Logger)
 	if err != nil {
 		return err
