@@ -28,10 +28,11 @@ func TestServeGenuineDispatcherPayload(t *testing.T) {
 	}
 	// A forwarded CloudEvent record keeps its own source: the topic comes from ceOverrides.
 	cfg.CEOverrides = map[string]string{"mm2gotopic": tp}
-	dOrd := dispatcher.Start(t, cfg)
+	dOrd := dispatcher.New(t, cfg)
 	cfgU := shippedDelivery(t, c.Source.Bootstrap, []string{tu}, fn.URL)
 	cfgU.Unordered = true
-	dUn := dispatcher.Start(t, cfgU)
+	dUn := dispatcher.New(t, cfgU)
+	dispatcher.StartAll(t, dOrd, dUn)
 	settle := func() {
 		dOrd.WaitCommitted(tp, endOffsets(t, c.Source.Bootstrap, tp), 2*time.Minute)
 		dUn.WaitCommitted(tu, endOffsets(t, c.Source.Bootstrap, tu), 2*time.Minute)

@@ -138,8 +138,9 @@ func TestServeGenuineDispatcherFetch(t *testing.T) {
 	for i, tp := range topics {
 		cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, fn.URL)
 		cfg.Unordered, cfg.DeadLetter = i == 1, dls.URL
-		ds = append(ds, dispatcher.Start(t, cfg))
+		ds = append(ds, dispatcher.New(t, cfg))
 	}
+	dispatcher.StartAll(t, ds...)
 	budget := retryWaits(ds[0].Config())
 
 	want := map[string][]*kgo.Record{}

@@ -301,14 +301,49 @@ func (d *Dispatcher) RSS() int64 {
 
 func (d *Dispatcher) run(args ...string) string {
 	d.t.Helper()
+	out, err := d.runErr(args...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return out
+}
+
+func (d *Dispatcher) runErr(args ...string) (string, error) {
 	cmd := exec.Command(d.script, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		d.t.Fatalf("run-dispatcher.sh %s: %v\n%s", args[0], err, stderr.String())
+		return "", fmt.Errorf("run-dispatcher.sh %s: %w\n%s", args[0], err, stderr.String())
 	}
-	return string(out)
+	return string(out), nil
+}
+
+// StartAll starts several dispatchers (made with New) at once, so their JVM start-ups (4-7 s
+// each) overlap, and returns once every one has its partitions assigned.
+func StartAll(t testing.TB, ds ...*Dispatcher) {
+	t.Helper()
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		d.mu.Lock()
+		if d.running {
+			d.mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer d.mu.Unlock()
+			if _, errs[i] = d.runErr("start", d.Dir); errs[i] == nil {
+				d.running = true
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Committed returns the dispatcher group's committed offsets for topic.
