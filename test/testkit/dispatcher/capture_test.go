@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -66,9 +65,8 @@ func startRaw(t *testing.T) (*rawSink, string) {
 						body = make([]byte, cl)
 						io.ReadFull(br, body)
 					} else if chunked {
-						tr := textproto.NewReader(br)
-						_ = tr
-						body = []byte("<chunked>")
+						body = []byte("<chunked body not read>") // the dispatcher sends Content-Length
+						return
 					}
 					s.mu.Lock()
 					s.reqs = append(s.reqs, fmt.Sprintf("%q\nBODY %q", head.String(), body))
@@ -81,10 +79,18 @@ func startRaw(t *testing.T) (*rawSink, string) {
 	return s, "http://" + ln.Addr().String() + "/"
 }
 
-func TestSpike(t *testing.T) {
-	kt := os.Getenv("SPIKE_KEYTYPE")
+// TestCaptureDispatcherRequests prints the raw HTTP requests (as bytes on the wire) that the
+// genuine dispatcher sends for a set of awkward records, and its send failures: the source of
+// the captures in shared/mirrorevents/wire_test.go and of docs/events.md. A measuring tool, not
+// a check: it runs only with MM2GO_CAPTURE_DISPATCHER=<key type> (String, Integer, Double,
+// ByteArray); MM2GO_CAPTURE_CEOVERRIDES=1 adds a ceOverrides extension.
+func TestCaptureDispatcherRequests(t *testing.T) {
+	kt := os.Getenv("MM2GO_CAPTURE_DISPATCHER")
+	if kt == "" {
+		t.Skip("a measuring tool: set MM2GO_CAPTURE_DISPATCHER=<key type> to run it")
+	}
 	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "spk"), 1, nil)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cap"), 1, nil)
 	s, url := startRaw(t)
 	d := dispatcher.Start(t, dispatcher.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Sink: url, KeyType: kt, CEOverrides: ceo(), Retry: 1, BackoffDelay: 100 * time.Millisecond})
 	h := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
@@ -128,7 +134,7 @@ func grepLines(s string, w ...string) string {
 }
 
 func ceo() map[string]string {
-	if os.Getenv("SPIKE_CEO") != "" {
+	if os.Getenv("MM2GO_CAPTURE_CEOVERRIDES") != "" {
 		return map[string]string{"mm2gotopic": "x"}
 	}
 	return nil
