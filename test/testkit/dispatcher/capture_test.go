@@ -114,9 +114,11 @@ func TestCaptureDispatcherRequests(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 	}
 	d.WaitCommitted(topic, map[int32]int64{0: int64(len(recs))}, 3*time.Minute)
+	s.mu.Lock()
 	for _, r := range s.reqs {
 		t.Log(r)
 	}
+	s.mu.Unlock()
 	t.Log(grepLines(d.Log(), "WARN", "ERROR", "Exception"))
 }
 
