@@ -222,7 +222,8 @@ type contender struct {
 	BurstFirstRecordMS int64 `json:"burst_first_record_ms"`
 	// DispatcherStart (serve only) is the genuine dispatcher's start, from launch to partition
 	// assignment, included in FirstRecord and Done. DispatcherRequests are the requests it sent
-	// until Done, DispatcherRPS their rate between its first and last request.
+	// for the backlog (or until 30 s after Done), DispatcherRPS their rate between its first and
+	// last request.
 	DispatcherStart    time.Duration `json:"dispatcher_start_ns,omitempty"`
 	DispatcherRequests int64         `json:"dispatcher_requests,omitempty"`
 	DispatcherRPS      float64       `json:"dispatcher_requests_per_s,omitempty"`

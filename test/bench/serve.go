@@ -27,7 +27,7 @@ import (
 // and ready first (in Knative the activator holds the first request until then); the clock
 // starts when the dispatcher is launched, so "done" includes the dispatcher's own start (its
 // partition assignment, DispatcherStart). A counting proxy between the two gives the
-// dispatcher's requests/s. With settle (a resumed workload's unmeasured first run) the
+// dispatcher's requests/s, over all its requests for the backlog or the first 30 s after done. With settle (a resumed workload's unmeasured first run) the
 // dispatcher is stopped only once it has committed every record, as a KafkaSource does before
 // its function scales to zero.
 func (h *harness) runServe(ctx context.Context, w workload, topics []string, settle bool) (contender, error) {
@@ -141,6 +141,11 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 			return c, fmt.Errorf("mirror serve exited after copying %d of %d records: %v", n, want, err)
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+	// The dispatcher goes on sending one request per record after done (answered from memory):
+	// its request rate is measured over all of them, or over at most 30 s more.
+	for end := time.Now().Add(30 * time.Second); requests.Load() < want && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
 	}
 	mu.Lock()
 	c.DispatcherRequests = requests.Load()
