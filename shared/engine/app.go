@@ -42,7 +42,9 @@ func Dialer(cfg *config.Config, logger *slog.Logger) DialFunc {
 		if d.err != nil {
 			return nil, d.err
 		}
-		return d.dial(ctx, extra...)
+		// [h/config] the file's client overrides (producer.max.request.size, ...) go first:
+		// the engine's own options win.
+		return d.dial(ctx, append(cfg.ClientOpts(sd.String()), extra...)...)
 	}
 }
 
@@ -76,6 +78,8 @@ func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)
 		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),
 		ExactlyOnce:                       cfg.ExactlyOnce,
 		LagGroup:                          cfg.LagGroup,
+		SyncTopicACLs:                     cfg.SyncTopicAclsEnabled,                // [h/config]
+		FetchMaxBytes:                     int32(cfg.SourceConsumer.FetchMaxBytes), // [h/config] consumer.fetch.max.bytes (0: default)
 	}
 	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
 		return Options{}, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,9 +255,14 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 // run copies until every partition reached its end, a budget is exhausted or ctx ends.
 func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	e := c.e
-	// Writes outlive a stop request by at most Grace.
+	// Writes outlive a stop request by at most Grace (on shared producers: until settled).
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWrites()
+	settling := false
+	defer func() {
+		if !settling {
+			cancelWrites()
+		}
+	}()
 	defer func() {
 		if c.early != nil {
 			c.early.Close() // not used: the run failed before it fetched
@@ -302,7 +309,8 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		cons.AllowRebalance()
 		cons.Close()
 	}
-	c.settle()
+	settling = true
+	c.settle(cancelWrites)
 	return c.summary(start, reason)
 }
 
@@ -310,14 +318,18 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 // its end while records it produced are still unacknowledged.
 const settleMax = 10 * time.Minute
 
-// settle calls bo.settled once the copy has no record in flight. On the engine's shared
-// producers (reuse) records the target has not acknowledged within the grace period stay in
-// flight (they are retried, never dropped): a copy waits for them in the background, then
-// stores the positions of those acknowledged, and only then frees its partitions.
-func (c *copier) settle() {
-	done := c.bo.settled
-	if done == nil {
-		done = func() {}
+// settle ends the copy's writes (cancelWrites, the context its records were produced with) and
+// calls bo.settled once the copy has no record in flight. On the engine's shared producers
+// (reuse) records the target has not acknowledged within the grace period stay in flight
+// (they are retried, never dropped; their context stays alive): a copy waits for them in the
+// background, then stores the positions of those acknowledged, and only then frees its
+// partitions.
+func (c *copier) settle(cancelWrites context.CancelFunc) {
+	done := func() {
+		cancelWrites()
+		if c.bo.settled != nil {
+			c.bo.settled()
+		}
 	}
 	if !c.reuse || c.pending.Load() == 0 {
 		done()
@@ -617,25 +629,29 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		pctx, pcancel := context.WithTimeout(stopCtx, positionFlushInterval)
 		fs := cons.PollFetches(pctx)
 		pcancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			c.fail(ferr)
 			return ReasonFailed
 		}
 		if fs.NumRecords() == 0 && stopCtx.Err() == nil {
 			// Partitions whose tail holds nothing fetchable (e.g. empty batches left by
-			// compaction) never show their last offset; give up on them after a while.
+			// compaction) never show their last offset; give up on them after a while, but
+			// only while the source answers (a source broker restarting or hung yields
+			// nothing either: that is ridden out within the burst's budget), and never while
+			// a burst group's assignment is still being planned.
 			c.mu.Lock()
 			waiting := group && !c.assigned
 			c.mu.Unlock()
-			if idle++; idle >= 5 && !waiting {
+			switch {
+			case waiting:
+				idle = 0
+			case idle+1 < 5:
+				idle++
+			case c.sourceAnswers(stopCtx):
 				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst")
-				break
+				return c.endReason(ctx, ReasonDone, false)
+			default:
+				idle = 0
 			}
 		} else {
 			idle = 0
@@ -699,6 +715,12 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.bo.Progress(c.progress(start))
 		}
 	}
+	return c.endReason(ctx, reason, timeUp.Load())
+}
+
+// endReason is the exit reason of a loop that ended with reason: failed if anything failed, and
+// a budget or a stop request if partitions were left.
+func (c *copier) endReason(ctx context.Context, reason string, timeUp bool) string {
 	if c.error() != nil {
 		return ReasonFailed
 	}
@@ -707,13 +729,43 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	c.mu.Unlock()
 	if left > 0 && reason == ReasonDone {
 		switch {
-		case timeUp.Load():
+		case timeUp:
 			return ReasonMaxDuration
 		case ctx.Err() != nil:
 			return ReasonStopped
 		}
 	}
 	return reason
+}
+
+// sourceAnswers reports whether the source cluster answers a ListOffsets request for the
+// copy's topics within a few seconds.
+func (c *copier) sourceAnswers(ctx context.Context) bool {
+	c.mu.Lock()
+	topics := map[string]bool{}
+	for _, st := range c.states {
+		topics[st.w.tp.Topic] = true
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _, err := listOffsetsOnce(ctx, c.e.srcAdm, false, slices.Collect(maps.Keys(topics))...)
+	if err != nil {
+		c.e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
+	}
+	return err == nil
+}
+
+// fetchError returns the first error of a poll that is not the poll's own deadline or
+// cancellation.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
+		}
+	})
+	return ferr
 }
 
 // recycle returns records that will not be produced to the fetch pool.

@@ -139,9 +139,9 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	c.reuse = true
 	c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	writeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
+		cancel()
 		release()
 		return err
 	}
@@ -149,11 +149,12 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	out := &kgo.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp,
 		Partition: partition, Offset: rec.Offset}
 	if !c.produce(ctx, c.states[0], out) {
+		cancel()
 		release()
 		return fmt.Errorf("writing %s offset %d: %w", tp, rec.Offset, ctx.Err())
 	}
 	c.finish(writeCtx)
-	c.settle()
+	c.settle(cancel)
 	_, err = c.summary(start, ReasonDone)
 	return err
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -333,11 +334,7 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 	if len(topics) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(topics))
 	_, ends, err := listOffsetsOnce(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
 	if err != nil {
 		e.log.Debug("sweep skipped: listing source end offsets", "err", err)
