@@ -600,7 +600,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	var produced int64
 	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
-	idle := 0
+	var stall stallWatch
 	for {
 		if group {
 			cons.AllowRebalance()
@@ -642,19 +642,14 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.mu.Lock()
 			waiting := group && !c.assigned
 			c.mu.Unlock()
-			switch {
-			case waiting:
-				idle = 0
-			case idle+1 < 5:
-				idle++
-			case c.sourceAnswers(stopCtx):
+			if waiting {
+				stall.progress()
+			} else if stall.empty(stopCtx, c.sourceAnswers) {
 				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst")
 				return c.endReason(ctx, ReasonDone, false)
-			default:
-				idle = 0
 			}
 		} else {
-			idle = 0
+			stall.progress()
 		}
 		stop := false
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
@@ -736,6 +731,37 @@ func (c *copier) endReason(ctx context.Context, reason string, timeUp bool) stri
 		}
 	}
 	return reason
+}
+
+// stallWatch decides when a copy gives up on partitions that yield nothing before their end
+// offset (a tail that holds nothing fetchable, such as aborted records under read_committed):
+// after two rounds of five empty polls in a row, each ending with the source answering a
+// ListOffsets request. A source broker restarting or hung yields nothing either; it answers
+// nothing until it is back, and the round after it is back brings its records, so it is ridden
+// out within the copy's budget.
+type stallWatch struct {
+	idle     int
+	answered bool
+}
+
+// progress records a poll that brought records (or a wait that does not count).
+func (s *stallWatch) progress() { s.idle, s.answered = 0, false }
+
+// empty records an empty poll and reports whether to give up.
+func (s *stallWatch) empty(ctx context.Context, answers func(context.Context) bool) bool {
+	if s.idle++; s.idle < 5 {
+		return false
+	}
+	s.idle = 0
+	if !answers(ctx) {
+		s.answered = false
+		return false
+	}
+	if s.answered {
+		return true
+	}
+	s.answered = true
+	return false
 }
 
 // sourceAnswers reports whether the source cluster answers a ListOffsets request for the

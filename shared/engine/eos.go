@@ -220,7 +220,9 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	}
 	defer cons.Close()
 	next := w.start
-	idle := 0
+	var stall stallWatch
+	giveUp := false
+	answers := func(ctx context.Context) bool { return e.sourceAnswers(ctx, tp.Topic) }
 	// A chunk gathers records over several (small) fetches up to eosMaxChunkBytes of record
 	// bytes, so transactions stay large while the fetched (decompressed) data held at once
 	// stays small.
@@ -253,10 +255,10 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 		})
 		if !polled {
 			if stopCtx.Err() == nil && fs.NumRecords() == 0 {
-				idle++
+				giveUp = stall.empty(stopCtx, answers)
 			}
 		} else {
-			idle = 0
+			stall.progress()
 		}
 		budgetLeft := r.bo.MaxRecords <= 0 || r.budget.Load() > 0
 		if last >= 0 && (chunkBytes >= eosMaxChunkBytes || last >= w.end-1 || full || !budgetLeft || !polled || stopCtx.Err() != nil) {
@@ -271,10 +273,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			res.lag, res.next = max(0, w.end-next), next
 			chunk, chunkBytes, last = nil, 0, -1
 		}
-		if idle >= 5 && !e.sourceAnswers(stopCtx, tp.Topic) {
-			idle = 0 // the source is restarting or hung: wait within the burst's budget
-		}
-		if idle >= 5 || !budgetLeft || full {
+		if giveUp || !budgetLeft || full {
 			break
 		}
 	}

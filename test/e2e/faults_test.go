@@ -21,7 +21,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/test/testkit"
-	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
 // faultBroker is a single-node cluster of one test's own, so that restarting or hanging it
@@ -352,10 +352,10 @@ func TestFaultsMirrorRun(t *testing.T) {
 }
 
 // TestFaultsMirrorServe runs `mirror serve` (fetch mode, exactly-once) as a process fed by the
-// KafkaSource driver, on two clusters of its own, while records keep arriving: the target
+// genuine KafkaSource dispatcher, on two clusters of its own, while records keep arriving: the target
 // hangs, then the source hangs, then the target restarts. Meanwhile the function answers 503
-// when a copy cannot be made durable in time (the driver retries); afterwards every record was
-// delivered, none dead-lettered, and a read_committed reader sees each one once on the target.
+// when a copy cannot be made durable in time (the dispatcher retries); afterwards every record was
+// delivered and a read_committed reader sees each one once on the target.
 func TestFaultsMirrorServe(t *testing.T) {
 	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
 	bs := startFaultBrokers(t, "ss", "st")
@@ -376,8 +376,7 @@ func TestFaultsMirrorServe(t *testing.T) {
 		code, _ := httpGet(base + "/readyz")
 		return code == 200
 	})
-	group := testkit.Name(t, "ks")
-	d, stop := runDriver(t, kafkasource.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Group: group, Sink: base + "/",
+	d := dispatcher.Start(t, dispatcher.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Sink: base + "/",
 		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 60 * time.Second})
 
 	// A steady trickle of records through all three faults.
@@ -412,13 +411,8 @@ func TestFaultsMirrorServe(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	cancel()
 	n := <-produced
-	waitDelivered(t, src.bootstrap, group, topic, endOffsets(t, src.bootstrap, topic), 3*time.Minute)
-	stop()
-	s := d.Stats()
-	t.Logf("driver: %+v", s)
-	if s.DeadLettered != 0 {
-		t.Errorf("%d records dead-lettered", s.DeadLettered)
-	}
+	d.WaitCommitted(topic, endOffsets(t, src.bootstrap, topic), 3*time.Minute)
+	d.Stop()
 	records, distinct := countKeys(t, tgt.bootstrap, remote, true)
 	t.Logf("%d produced; the target holds %d records (read_committed), %d distinct", n, records, distinct)
 	if distinct != n || records != n {

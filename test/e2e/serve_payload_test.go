@@ -21,7 +21,7 @@ func TestServeGenuineDispatcherPayload(t *testing.T) {
 	tp := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gpo"), 2, nil)
 	tu := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gpu"), 2, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+tp, "source."+tu)
-	fn := startServe(t, c, c.Target.Bootstrap, tp+","+tu, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array")
+	fn := startServe(t, c, c.Target.Bootstrap, tp+","+tu, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array", "MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true")
 	cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, fn.URL)
 	if cfg.KeyType != dispatcher.KeyByteArray {
 		t.Fatalf("knative/kafkasource.yaml ships key type %s; payload mode needs byte-array", cfg.KeyType)
