@@ -17,7 +17,7 @@ import (
 
 // TestProductionMM2File runs `mirror run` with MM2_CONFIG_FILE and nothing else on a file
 // written as for MM2 in production: two flows (east->west and west->east, active/active),
-// SASL_SSL with a SCRAM JAAS line and a PEM truststore, tasks.max, producer overrides
+// SASL_SSL with a SCRAM JAAS line and a JKS truststore with its password (made by keytool), tasks.max, producer overrides
 // (compression, linger, max.request.size big enough for a 1.5 MB record that franz-go's
 // default batch limit would refuse), ByteArrayConverter, refresh intervals. One run copies
 // both flows byte for byte; a second run shows DefaultReplicationPolicy's cycle rule: the
@@ -43,6 +43,12 @@ func TestProductionMM2File(t *testing.T) {
 	}
 	westRecs := testkit.Produce(t, c.Target.Bootstrap, testkit.SampleRecords(westTopic, 2, 40)...)
 
+	// The truststore as Java users have it: JKS, made by keytool, with a password.
+	trust, trustPass := filepath.Join(t.TempDir(), "truststore.jks"), "trust-store-pw"
+	if out, err := exec.Command("keytool", "-importcert", "-noprompt", "-alias", "harness-ca", "-file", c.CA,
+		"-keystore", trust, "-storetype", "JKS", "-storepass", trustPass).CombinedOutput(); err != nil {
+		t.Fatalf("keytool -importcert: %v\n%s", err, out)
+	}
 	props := `# MirrorMaker 2, active/active between two data centres
 clusters = east, west
 east.bootstrap.servers = ` + c.Source.SASLSSL + `
@@ -52,8 +58,9 @@ security.protocol = SASL_SSL
 sasl.mechanism = SCRAM-SHA-512
 sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
     username="scram-user" password="scram-secret";
-ssl.truststore.type = PEM
-ssl.truststore.location = ` + c.CA + `
+ssl.truststore.type = JKS
+ssl.truststore.location = ` + trust + `
+ssl.truststore.password = ` + trustPass + `
 ssl.endpoint.identification.algorithm = https
 
 east->west.enabled = true
