@@ -500,11 +500,10 @@ func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint)
 		return
 	}
 	n := int32(len(d.Partitions))
-	value := mm2.OffsetValue(0)
 	recs := make([]*kgo.Record, 0, len(emitted))
 	for _, c := range emitted {
-		key := mm2.CheckpointOffsetKey(c.Topic, c.Partition, c.Group)
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, n), Key: key, Value: value})
+		p := mm2.CheckpointPosition(c.Topic, c.Partition, c.Group, n)
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p.Partition, Key: p.Key, Value: p.Value})
 	}
 	if err := j.tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)

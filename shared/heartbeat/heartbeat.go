@@ -439,8 +439,8 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 		j.log.Debug("Connect offsets topic absent; heartbeat source offset not written", "topic", topic, "found", ok, "err", d.Err)
 		return
 	}
-	key := mm2.HeartbeatOffsetKey(hb.SourceAlias, hb.TargetAlias)
-	rec := &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, int32(len(d.Partitions))), Key: key, Value: mm2.OffsetValue(0)}
+	p := mm2.HeartbeatPosition(hb.SourceAlias, hb.TargetAlias, int32(len(d.Partitions)))
+	rec := &kgo.Record{Topic: topic, Partition: p.Partition, Key: p.Key, Value: p.Value}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
 	}
