@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -22,6 +23,10 @@ func FromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 
 // fromConfig is FromConfig recording metrics with rec (nil: none).
 func fromConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, rec *metrics.Recorder) (*Job, error) {
+	if !cfg.EmitOffsetSyncsEnabled {
+		// MirrorCheckpointConfig.validate refuses the same: without syncs nothing translates.
+		return nil, &cli.ConfigError{Err: errors.New("MM2_EMIT_OFFSET_SYNCS_ENABLED=false (emit.offset-syncs.enabled): checkpoint cannot run without offset syncs, as MM2's MirrorCheckpointConnector; turn it on or do not run checkpoint for this flow")}
+	}
 	pol, err := cfg.Policy()
 	if err != nil {
 		return nil, &cli.ConfigError{Err: err}

@@ -71,6 +71,7 @@ func OptionsFromConfig(cfg *config.Config, lookupEnv func(string) (string, bool)
 		OffsetSyncsTopicLocation:          cfg.OffsetSyncsTopicLocation,
 		OffsetSyncsTopicReplicationFactor: int16(cfg.OffsetSyncsTopicReplicationFactor),
 		OffsetLagMax:                      cfg.OffsetLagMax,
+		EmitOffsetSyncs:                   new(cfg.EmitOffsetSyncsEnabled),
 		OffsetStorageTopic:                cfg.OffsetStorageTopic,
 		OffsetStoragePartitions:           int32(cfg.OffsetStoragePartitions),
 		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),

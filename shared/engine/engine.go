@@ -77,6 +77,10 @@ type Options struct {
 	OffsetSyncsTopicReplicationFactor int16
 	// OffsetLagMax is offset.lag.max; 0 means MM2's default of 100.
 	OffsetLagMax int64
+	// EmitOffsetSyncs is emit.offset-syncs.enabled (KIP-1031); nil means true. When false no
+	// offset-syncs topic is created and no sync is written (MirrorSourceTask then has no
+	// OffsetSyncWriter), so checkpoints cannot translate offsets for this flow.
+	EmitOffsetSyncs *bool
 
 	// OffsetStorageTopic is the Connect offsets topic on the target; "" means
 	// mm2-offsets.<SourceAlias>.internal (MM2 dedicated mode's default).
@@ -160,6 +164,9 @@ func (o *Options) withDefaults() error {
 	if o.OffsetSyncsTopicReplicationFactor == 0 {
 		o.OffsetSyncsTopicReplicationFactor = -1
 	}
+	if o.EmitOffsetSyncs == nil {
+		o.EmitOffsetSyncs = new(true)
+	}
 	if o.OffsetLagMax == 0 {
 		o.OffsetLagMax = 100
 	}
@@ -200,6 +207,7 @@ type Engine struct {
 	reuse   reused       // CopyPartition's long-lived producers and recent checks
 	creates topicBatcher // remote topics asked for at the same time go in one request
 	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
+	gaps    gapBook      // gaps planning found, until the run's summary reports them
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -277,6 +285,9 @@ func (e *Engine) Close() {
 
 // Options returns the engine's options with defaults filled in.
 func (e *Engine) Options() Options { return e.opts }
+
+// EmitsOffsetSyncs reports emit.offset-syncs.enabled (true unless EmitOffsetSyncs says false).
+func (o Options) EmitsOffsetSyncs() bool { return o.EmitOffsetSyncs == nil || *o.EmitOffsetSyncs }
 
 // OffsetSyncsTopic returns the offset-syncs topic name and the cluster it lives on.
 func (e *Engine) OffsetSyncsTopic() (string, Side) {
