@@ -349,7 +349,7 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 	if offsetsParts > 0 {
 		es.works, es.err = e.plan(ctx, tps, remote, limit, offsetsParts)
 	} else {
-		es.works, es.err = e.planCopies(ctx, tps, remote, limit, nil)
+		es.works, es.err = e.planCopies(ctx, tps, remote, limit, nil, true)
 	}
 	e.log.Debug("planned", "partitions", len(es.works))
 	if es.err != nil {

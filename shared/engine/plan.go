@@ -156,7 +156,7 @@ func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
 			return nil, err
 		}
 	}
-	works, err := e.planCopies(ctx, tps, remote, nil, positions)
+	works, err := e.planCopies(ctx, tps, remote, nil, positions, false)
 	if err != nil {
 		return nil, err
 	}
@@ -172,13 +172,13 @@ func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, l
 	if err != nil {
 		return nil, err
 	}
-	return e.planCopies(ctx, tps, remote, limit, positions)
+	return e.planCopies(ctx, tps, remote, limit, positions, true)
 }
 
 // planCopies plans the copy of each of tps from its stored position (positions; nil: none)
-// to the end offset seen now (lowered by limit), and reports the gaps found (a WARN line, the
-// gap metric, and the burst's summary).
-func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64) ([]*work, error) {
+// to the end offset seen now (lowered by limit). With report (a run, not a dry run) it
+// reports the gaps found: a WARN line, the gap metrics, and the run's summary.
+func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64, report bool) ([]*work, error) {
 	topicSet := map[string]bool{}
 	for _, tp := range tps {
 		topicSet[tp.Topic] = true
@@ -208,7 +208,7 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 			l = -1
 		}
 		w := e.planPartition(tp, remote[tp.Topic], pos, s.Offset, en.Offset, l)
-		if w.gap != nil {
+		if w.gap != nil && report {
 			e.reportGap(ctx, *w.gap)
 		}
 		out = append(out, w)

@@ -23,11 +23,31 @@ type Topic struct {
 // the topic filter (or a heartbeats topic with heartbeats replication on), not internal and
 // not a replication cycle back to the target.
 func (e *Engine) Selected(t string) bool {
+	ok, _ := e.Explain(t, false)
+	return ok
+}
+
+// Explain is Selected with the reason, for a dry run; kafkaInternal is the broker's flag for
+// its own internal topics (__consumer_offsets, __transaction_state), never replicated.
+func (e *Engine) Explain(topic string, kafkaInternal bool) (bool, string) {
 	p := e.opts.Policy
-	if !(e.opts.Topics.Accept(t) || (e.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(t))) {
-		return false
+	if kafkaInternal {
+		return false, "Kafka internal topic"
 	}
-	return !p.IsInternalTopic(t) && !policy.IsCycle(p, e.opts.TargetAlias, t)
+	ok, reason := e.opts.Topics.Explain(topic)
+	if !ok && e.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(topic) {
+		ok, reason = true, "heartbeats topic (heartbeats.replication.enabled)"
+	}
+	if !ok {
+		return false, reason
+	}
+	if p.IsInternalTopic(topic) {
+		return false, "internal topic (MM2 or Kafka internal name)"
+	}
+	if policy.IsCycle(p, e.opts.TargetAlias, topic) {
+		return false, fmt.Sprintf("replication cycle: the topic came from %q", e.opts.TargetAlias)
+	}
+	return true, reason
 }
 
 // DiscoverTopics lists the source topics this flow replicates, sorted by name.
