@@ -84,6 +84,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
 		gate:             round.NewGate("checkpoint", opts.Metrics),
+		describe:         opts.ExplainConnectError,
 	}
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
 		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true

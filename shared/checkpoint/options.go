@@ -78,7 +78,13 @@ type Options struct {
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ExplainConnectError, if set, explains a failed connection to the "source" or "target"
+	// cluster (config.Config.ConnectError); nil leaves errors as they are.
+	ExplainConnectError func(cluster string, err error) error
 }
+
+// Validate reports the first invalid option, as New would.
+func (o Options) Validate() error { return o.withDefaults() }
 
 func (o *Options) withDefaults() error {
 	if o.SourceAlias == "" || o.TargetAlias == "" {

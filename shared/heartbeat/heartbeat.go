@@ -75,7 +75,13 @@ type Options struct {
 	Metrics *metrics.Recorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ExplainConnectError, if set, explains a failed connection to the "source" or "target"
+	// cluster (config.Config.ConnectError); nil leaves errors as they are.
+	ExplainConnectError func(cluster string, err error) error
 }
+
+// Validate reports the first invalid option, as New would.
+func (o Options) Validate() error { return o.withDefaults() }
 
 func (o *Options) withDefaults() error {
 	if o.SourceAlias == "" || o.TargetAlias == "" {
@@ -187,7 +193,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	return &Job{
 		opts: opts, log: logger, target: target,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-		gate: round.NewGate("heartbeat", opts.Metrics),
+		gate: round.NewGate("heartbeat", opts.Metrics), describe: opts.ExplainConnectError,
 	}, nil
 }
 

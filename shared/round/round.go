@@ -12,12 +12,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/serve"
 )
@@ -105,31 +103,4 @@ type Job[S any] interface {
 	Round(context.Context) (S, error)
 	Gate() *Gate
 	Close()
-}
-
-// RunCommand returns the `run` sub-command of the job that build makes: one round, its summary
-// printed as JSON on stdout.
-func RunCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
-	return func(ctx context.Context, env cli.Env) error {
-		j, err := build(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer j.Close()
-		return Once(ctx, j.Gate(), env.Stdout, j.Round)
-	}
-}
-
-// ServeCommand returns the `serve` sub-command of the job that build makes: every CloudEvent
-// runs one round (see Handle), on PORT, with /healthz, /readyz and /metrics.
-func ServeCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
-	return func(ctx context.Context, env cli.Env) error {
-		j, err := build(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer j.Close()
-		sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}
-		return serve.Run(ctx, sc, env.Logger, j)
-	}
 }
