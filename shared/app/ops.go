@@ -66,25 +66,17 @@ func write(w io.Writer, format string, v writerText) error {
 
 // StatusCommand is `mirror status [-o json]`.
 func StatusCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("status", env.Stdout)
-	if err := parse(fs, env.Args, format); err != nil {
-		return err
-	}
-	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
-	if err != nil {
-		return &cli.ConfigError{Err: err}
-	}
-	defer o.Close()
-	st, err := o.Status(ctx)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	return write(env.Stdout, *format, st)
+	return report(ctx, env, "status", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Status(ctx) })
 }
 
 // PlanCommand is `mirror plan [-o json]`.
 func PlanCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("plan", env.Stdout)
+	return report(ctx, env, "plan", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Plan(ctx) })
+}
+
+// report is a read-only sub-command: parse -o, build the Ops, write what get returns.
+func report(ctx context.Context, env cli.Env, name string, get func(context.Context, *ops.Ops) (writerText, error)) error {
+	fs, format := flags(name, env.Stdout)
 	if err := parse(fs, env.Args, format); err != nil {
 		return err
 	}
@@ -93,11 +85,11 @@ func PlanCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ConfigError{Err: err}
 	}
 	defer o.Close()
-	pl, err := o.Plan(ctx)
+	v, err := get(ctx, o)
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return write(env.Stdout, *format, pl)
+	return write(env.Stdout, *format, v)
 }
 
 // VerifyCommand is `mirror verify [-o json] [-topics a,b] [-last N] [-max-listed N]`. Its exit

@@ -49,13 +49,9 @@ func CheckpointJob(ctx context.Context, cfg *config.Config, logger *slog.Logger,
 	// MM2_CHECKPOINT_TRANSLATION: "mm2" (MM2's OffsetSyncStore alone, checkpoints identical to
 	// MM2's) or "precise" (Options.PreciseTranslation); config validated the value.
 	opts.PreciseTranslation = cfg.CheckpointTranslation == "precise"
-	srcProfile, err := cluster.SettingsProfile(cfg.Source)
+	srcProfile, tgtProfile, err := profiles(cfg)
 	if err != nil {
-		return nil, &cli.ConfigError{Err: err}
-	}
-	tgtProfile, err := cluster.SettingsProfile(cfg.Target)
-	if err != nil {
-		return nil, &cli.ConfigError{Err: err}
+		return nil, err
 	}
 	opts.CheckpointsTopicConfigs = tgtProfile.InternalTopicConfigs()
 	if err := opts.Validate(); err != nil {
@@ -84,13 +80,9 @@ func HeartbeatJob(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		OffsetStorageTopic:               cfg.OffsetStorageTopic,
 		Metrics:                          rec,
 	}
-	srcProfile, err := cluster.SettingsProfile(cfg.Source)
+	srcProfile, tgtProfile, err := profiles(cfg)
 	if err != nil {
-		return nil, &cli.ConfigError{Err: err}
-	}
-	tgtProfile, err := cluster.SettingsProfile(cfg.Target)
-	if err != nil {
-		return nil, &cli.ConfigError{Err: err}
+		return nil, err
 	}
 	opts.SourceTopicConfigs, opts.TargetTopicConfigs = srcProfile.InternalTopicConfigs(), tgtProfile.InternalTopicConfigs()
 	if err := opts.Validate(); err != nil {
@@ -105,7 +97,7 @@ func HeartbeatJob(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 func CheckpointRun(ctx context.Context, env cli.Env) error { return runRound(ctx, env, checkpointJob) }
 
 // CheckpointServe is `checkpoint serve`: every CloudEvent runs one round (see
-// checkpoint.Job.Handle).
+// round.Server).
 func CheckpointServe(ctx context.Context, env cli.Env) error {
 	return serveRound(ctx, env, checkpointJob)
 }
@@ -115,7 +107,7 @@ func CheckpointServe(ctx context.Context, env cli.Env) error {
 func HeartbeatRun(ctx context.Context, env cli.Env) error { return runRound(ctx, env, heartbeatJob) }
 
 // HeartbeatServe is `heartbeat serve`: every CloudEvent runs one round (see
-// heartbeat.Job.Handle).
+// round.Server).
 func HeartbeatServe(ctx context.Context, env cli.Env) error {
 	return serveRound(ctx, env, heartbeatJob)
 }
@@ -140,7 +132,7 @@ func runRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build fun
 }
 
 // serveRound is the `serve` sub-command of the job that build makes: every CloudEvent runs one
-// round (see round.Handle), on PORT, with /healthz, /readyz and /metrics.
+// round (see round.Server), on PORT, with /healthz, /readyz and /metrics.
 func serveRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build func(context.Context, cli.Env) (J, error)) error {
 	j, err := build(ctx, env)
 	if err != nil {
@@ -148,5 +140,16 @@ func serveRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build f
 	}
 	defer j.Close()
 	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}
-	return serve.Run(ctx, sc, env.Logger, j)
+	return serve.Run(ctx, sc, env.Logger, round.Server[S](j))
+}
+
+// profiles returns what each cluster of the flow allows (cluster.SettingsProfile).
+func profiles(cfg *config.Config) (src, tgt cluster.Profile, err error) {
+	if src, err = cluster.SettingsProfile(cfg.Source); err != nil {
+		return src, tgt, &cli.ConfigError{Err: err}
+	}
+	if tgt, err = cluster.SettingsProfile(cfg.Target); err != nil {
+		return src, tgt, &cli.ConfigError{Err: err}
+	}
+	return src, tgt, nil
 }

@@ -510,3 +510,9 @@ func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint)
 		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
 	}
 }
+
+// Ready reports whether both clusters answer a metadata request (serve.Readier).
+func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
+
+// Gate is the job's round gate: one round at a time.
+func (j *Job) Gate() *round.Gate { return j.gate }

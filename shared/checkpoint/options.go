@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -87,11 +86,8 @@ type Options struct {
 func (o Options) Validate() error { return o.withDefaults() }
 
 func (o *Options) withDefaults() error {
-	if o.SourceAlias == "" || o.TargetAlias == "" {
-		return errors.New("checkpoint options: source and target aliases are required")
-	}
-	if o.SourceAlias == o.TargetAlias {
-		return fmt.Errorf("checkpoint options: source and target alias are both %q", o.SourceAlias)
+	if err := policy.CheckAliases("checkpoint options", o.SourceAlias, o.TargetAlias); err != nil {
+		return err
 	}
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)

@@ -93,16 +93,9 @@ func (a *AzureConfig) normalize(bad func(key, format string, args ...any)) {
 		return
 	}
 	if !a.Enabled() {
-		for key, set := range map[string]bool{
-			"azure.client.id":                   a.ClientID != "",
-			"azure.tenant.id":                   a.TenantID != "",
-			"azure.client.secret":               a.ClientSecret.IsSet(),
-			"azure.client.certificate.path":     a.ClientCertificatePath != "",
-			"azure.client.certificate.password": a.ClientCertificatePassword.IsSet(),
-			"azure.federated.token.file":        a.FederatedTokenFile != "",
-			"azure.authority.host":              a.AuthorityHost != "",
-			"azure.scope":                       a.Scope != "",
-		} {
+		set := a.credentialSettings()
+		set["azure.authority.host"], set["azure.scope"] = a.AuthorityHost != "", a.Scope != ""
+		for key, set := range set {
 			if set {
 				bad(key, "is set but azure.auth is off: set azure.auth (e.g. default or managed-identity) to sign in with Azure AD")
 			}
@@ -127,14 +120,7 @@ func (a *AzureConfig) normalize(bad func(key, format string, args ...any)) {
 		}
 		return false
 	}
-	for key, set := range map[string]bool{
-		"azure.client.id":                   a.ClientID != "",
-		"azure.tenant.id":                   a.TenantID != "",
-		"azure.client.secret":               a.ClientSecret.IsSet(),
-		"azure.client.certificate.path":     a.ClientCertificatePath != "",
-		"azure.client.certificate.password": a.ClientCertificatePassword.IsSet(),
-		"azure.federated.token.file":        a.FederatedTokenFile != "",
-	} {
+	for key, set := range a.credentialSettings() {
 		if set && !allowed(key) {
 			hint := ""
 			if key == "azure.client.id" && a.Auth == AzureAuthDefault {
@@ -204,5 +190,17 @@ func (s *Settings) normalizeAzure(hasSASLCreds bool, bad func(key, format string
 		if _, err := AzureScope(s.Azure.Scope, s.BootstrapServers); err != nil {
 			bad("azure.scope", "%v", err)
 		}
+	}
+}
+
+// credentialSettings tells which of the credential settings a mode may read are set.
+func (a *AzureConfig) credentialSettings() map[string]bool {
+	return map[string]bool{
+		"azure.client.id":                   a.ClientID != "",
+		"azure.tenant.id":                   a.TenantID != "",
+		"azure.client.secret":               a.ClientSecret.IsSet(),
+		"azure.client.certificate.path":     a.ClientCertificatePath != "",
+		"azure.client.certificate.password": a.ClientCertificatePassword.IsSet(),
+		"azure.federated.token.file":        a.FederatedTokenFile != "",
 	}
 }

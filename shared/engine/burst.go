@@ -113,14 +113,7 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return e.failed(start, err)
 	}
-	var tps []TP
-	remote := map[string]string{}
-	for _, t := range topics {
-		remote[t.Source] = t.Remote
-		for p := int32(0); p < t.Partitions; p++ {
-			tps = append(tps, TP{t.Source, p})
-		}
-	}
+	tps, remote := partitionsOf(topics)
 	if bo.Group != "" && e.opts.ExactlyOnce {
 		// Overlapping exactly-once bursts are safe (fencing), they just do not split work.
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)

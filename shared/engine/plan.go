@@ -138,14 +138,7 @@ func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
 	if pl.Topics, pl.Notes, err = e.planTargets(ctx, topics); err != nil {
 		return nil, err
 	}
-	var tps []TP
-	remote := map[string]string{}
-	for _, t := range topics {
-		remote[t.Source] = t.Remote
-		for p := int32(0); p < t.Partitions; p++ {
-			tps = append(tps, TP{t.Source, p})
-		}
-	}
+	tps, remote := partitionsOf(topics)
 	var positions map[TP]int64
 	st, err := cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic)
 	if err != nil {
@@ -465,4 +458,17 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) error {
 		}
 	}
 	return nil
+}
+
+// partitionsOf lists the partitions of topics and maps each source topic to its remote topic.
+func partitionsOf(topics []Topic) ([]TP, map[string]string) {
+	var tps []TP
+	remote := make(map[string]string, len(topics))
+	for _, t := range topics {
+		remote[t.Source] = t.Remote
+		for p := int32(0); p < t.Partitions; p++ {
+			tps = append(tps, TP{t.Source, p})
+		}
+	}
+	return tps, remote
 }

@@ -75,20 +75,17 @@ type Options struct {
 	Metrics *metrics.Recorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// ExplainConnectError, if set, explains a failed connection to the "source" or "target"
-	// cluster (config.Config.ConnectError); nil leaves errors as they are.
+	// ExplainConnectError, if set, rewrites a round's failure to reach the target into a
+	// message naming its alias and bootstrap servers (config.Config.ConnectError).
 	ExplainConnectError func(cluster string, err error) error
 }
 
-// Validate reports the first invalid option, as New would.
+// Validate checks the options as New does, without building anything.
 func (o Options) Validate() error { return o.withDefaults() }
 
 func (o *Options) withDefaults() error {
-	if o.SourceAlias == "" || o.TargetAlias == "" {
-		return errors.New("heartbeat options: source and target aliases are required")
-	}
-	if o.SourceAlias == o.TargetAlias {
-		return fmt.Errorf("heartbeat options: source and target alias are both %q", o.SourceAlias)
+	if err := policy.CheckAliases("heartbeat options", o.SourceAlias, o.TargetAlias); err != nil {
+		return err
 	}
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
@@ -451,3 +448,10 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
 	}
 }
+
+// Ready reports whether the target cluster answers a metadata request (a round needs only
+// the target).
+func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
+
+// Gate is the job's round gate: one round at a time.
+func (j *Job) Gate() *round.Gate { return j.gate }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -97,10 +98,24 @@ func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(cont
 	return nil
 }
 
-// Job is a periodic job built from settings: serve hands it the CloudEvents.
+// Job is a periodic job built from settings: Server hands it the CloudEvents.
 type Job[S any] interface {
-	serve.Handler
+	// Ready reports whether the clusters a round needs answer (serve.Readier).
+	Ready(context.Context) error
 	Round(context.Context) (S, error)
 	Gate() *Gate
 	Close()
+}
+
+// Server returns the serve.Handler (and serve.Readier) of a periodic job: any CloudEvent (a
+// PingSource tick, a cron's request) runs one round (see Handle for the answers); concurrent
+// events wait for the running round.
+func Server[S any](j Job[S]) serve.Handler { return server[S]{j} }
+
+type server[S any] struct{ j Job[S] }
+
+func (s server[S]) Ready(ctx context.Context) error { return s.j.Ready(ctx) }
+
+func (s server[S]) Handle(ctx context.Context, _ event.Event) protocol.Result {
+	return Handle(ctx, s.j.Gate(), s.j.Round)
 }
