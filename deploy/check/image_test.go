@@ -31,7 +31,6 @@ func TestImageFromFunctions(t *testing.T) {
 		}
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bin")
 	run := func(dir string, env []string, name string, args ...string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -43,8 +42,9 @@ func TestImageFromFunctions(t *testing.T) {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
 	}
-	// Exactly the Makefile's image recipe, with temporary paths.
-	run(root, []string{"CGO_ENABLED=0", "GOOS=linux"}, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin+"/", "./functions/...")
+	// Exactly the Makefile's image recipe, with temporary paths (functionBinaries builds like
+	// `make image` does, once for this test and TestDashboardMetricsOnEndpoint).
+	bin := functionBinaries(t)
 	mk := filepath.Join(tmp, "mkimage")
 	run(filepath.Join(root, "deploy"), nil, "go", "build", "-o", mk, "./cmd/mkimage")
 	tarPath := filepath.Join(tmp, "mm2go-image.tar")

@@ -176,12 +176,15 @@ func logSummary(logger *slog.Logger, s engine.Summary) {
 }
 
 // meteredEngine is Engine recording env's metrics.
-func meteredEngine(ctx context.Context, env cli.Env) (*engine.Engine, error) {
+func meteredEngine(ctx context.Context, env cli.Env, adjust ...func(*engine.Options)) (*engine.Engine, error) {
 	o, err := EngineOptions(env.Config, env.LookupEnv)
 	if err != nil {
 		return nil, &cli.ConfigError{Err: err}
 	}
 	o.Metrics = env.Metrics
+	for _, f := range adjust {
+		f(&o)
+	}
 	warnIgnored(env.Config, env.Logger)
 	return engine.New(ctx, o, Dialer(env.Config, env.Logger), env.Logger)
 }
@@ -199,7 +202,10 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 		// would break exactly-once for read_committed readers of the remote topics.
 		return &cli.ConfigError{Err: errors.New("MM2_EVENT_MODE=payload cannot be combined with MM2_EXACTLY_ONCE: payload writes are not transactional; use fetch mode")}
 	}
-	e, err := meteredEngine(ctx, env)
+	e, err := meteredEngine(ctx, env, func(o *engine.Options) {
+		// Payload records come from events: shared copies take only the partitions asked for.
+		o.NoSweep = mirrorevents.Mode(cfg.EventMode) == mirrorevents.ModePayload
+	})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-
-	"github.com/mm2go/mm2go/shared/secret"
 )
 
 // AzureTokens fetches Entra ID access tokens for one cluster and caches them:
@@ -175,13 +173,15 @@ func (t *AzureTokens) fetch(ctx context.Context) (azcore.AccessToken, error) {
 	return tok, nil
 }
 
-// scrub removes secret values from text (azidentity's messages carry
-// identity provider responses, which should not echo secrets, but a buggy
-// proxy could).
+// scrub returns s, or a notice in its place when s holds one of the
+// credential's secrets (azidentity's messages carry identity provider
+// responses, which should not echo secrets, but a buggy proxy could). The
+// text is never edited; see leakGuard for why short values are not looked
+// for.
 func (t *AzureTokens) scrub(s string) string {
 	for _, v := range t.secrets {
-		if len(v) >= 4 {
-			s = strings.ReplaceAll(s, v, secret.Redacted)
+		if len(v) >= minGuardedSecret && strings.Contains(s, v) {
+			return withheld("azure.client.secret or azure.client.certificate.password")
 		}
 	}
 	return s

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jcmturner/gokrb5/v8/krberror"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -96,7 +97,7 @@ func NewClient(ctx context.Context, s Settings, logger *slog.Logger, extra ...kg
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
-		return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+		return nil, guardOf(s).err(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err))
 	}
 	return cl, nil
 }
@@ -117,8 +118,8 @@ func Ping(ctx context.Context, cl *kgo.Client, s Settings) error {
 }
 
 // ConnectError describes err, an error from reaching the cluster of s, with
-// the cluster alias, the bootstrap address and what failed, with secrets
-// removed. Ping uses it; so can callers whose first request failed.
+// the cluster alias, the bootstrap address and what failed. It formats no
+// secret; a cause whose text holds one is withheld whole (leakGuard). Ping uses it; so can callers whose first request failed.
 func ConnectError(s Settings, err error) error {
 	if err == nil {
 		return nil
@@ -132,11 +133,13 @@ func ConnectError(s Settings, err error) error {
 		n = s
 		n.BootstrapServers, _ = Bootstrap(s)
 	}
-	msg := fmt.Sprintf("connecting to cluster %q at %s: %s%v", n.Alias, strings.Join(n.BootstrapServers, ","), describeConnectErr(n, err), err)
-	return &connectError{msg: redactString(msg, secretsOf(s)), err: err}
+	// err's text comes from franz-go and the broker: guarded, never edited.
+	cause := guardOf(s).text(err.Error())
+	msg := fmt.Sprintf("connecting to cluster %q at %s: %s%s", n.Alias, strings.Join(n.BootstrapServers, ","), describeConnectErr(n, err), cause)
+	return &connectError{msg: msg, err: err}
 }
 
-// connectError is ConnectError's result: a redacted message, and the
+// connectError is ConnectError's result: the message, and the
 // original error for errors.Is/As (kerr.SaslAuthenticationFailed, ...).
 type connectError struct {
 	msg string
@@ -156,11 +159,16 @@ func describeConnectErr(s Settings, err error) string {
 		header    tls.RecordHeaderError
 		firstEOF  *kgo.ErrFirstReadEOF
 		netErr    *net.OpError
+		krbErr    krberror.Krberror
+		krbErrPtr *krberror.Krberror
 	)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		user, _, _ := s.SASLCredentials()
 		return fmt.Sprintf("SASL authentication failed (%s as %q): ", s.SASLMechanism, user)
+	case s.SASLMechanism == MechanismGSSAPI && (errors.As(err, &krbErr) || errors.As(err, &krbErrPtr) || kerberosText(err.Error())):
+		l, _ := parseKerberosLogin(s)
+		return fmt.Sprintf("Kerberos (GSSAPI as %q, service %q) failed: ", l.user+"@"+l.realm, l.service)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Sprintf("the broker does not enable SASL mechanism %s on this listener: ", s.SASLMechanism)
 	case errors.Is(err, kerr.IllegalSaslState):
@@ -183,6 +191,12 @@ func describeConnectErr(s Settings, err error) string {
 	return ""
 }
 
+// kerberosText reports whether an error's text comes from gokrb5, which
+// does not always keep its error type when it wraps (AffirmLogin).
+func kerberosText(t string) bool {
+	return strings.Contains(t, "KDC_Error") || strings.Contains(t, "KRB Error") || strings.Contains(t, "TGT") || strings.Contains(t, "krb5")
+}
+
 // SASLMechanism returns the franz-go SASL mechanism for s (whose protocol is
 // SASL_PLAINTEXT or SASL_SSL): PLAIN or SCRAM-SHA-256/512 with the
 // credentials of Settings.SASLCredentials (for an Event Hubs connection
@@ -201,10 +215,12 @@ func saslMechanism(s Settings, logger *slog.Logger) (sasl.Mechanism, error) {
 	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 	case MechanismOAuthBearer:
 		return oauthBearerMechanism(s, logger)
+	case MechanismGSSAPI:
+		return kerberosMechanism(s)
 	case "":
 		return nil, propErr("sasl.mechanism", errors.New("required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 	default:
-		return nil, propErr("sasl.mechanism", fmt.Errorf("unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism))
+		return nil, propErr("sasl.mechanism", fmt.Errorf("unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI)", s.SASLMechanism))
 	}
 	user, pass, err := s.SASLCredentials()
 	if err != nil {
@@ -274,7 +290,7 @@ func normalized(s Settings) (Settings, *EventHubsConnection, error) {
 		for i, e := range errs {
 			joined[i] = e
 		}
-		return s, nil, redact(fmt.Errorf("cluster %q: %w", s.Alias, errors.Join(joined...)), secretsOf(s))
+		return s, nil, guardOf(s).err(fmt.Errorf("cluster %q: %w", s.Alias, errors.Join(joined...)))
 	}
 	return n, eh, nil
 }
@@ -322,14 +338,14 @@ func (e *propError) Unwrap() error { return e.err }
 func settingErr(s Settings, err error) error {
 	var pe *propError
 	if !errors.As(err, &pe) {
-		return redact(fmt.Errorf("cluster %q: %w", s.Alias, err), secretsOf(s))
+		return guardOf(s).err(fmt.Errorf("cluster %q: %w", s.Alias, err))
 	}
 	env, prop := prefixes(s.Role, s.Alias)
-	return redact(&SettingError{
+	return &SettingError{
 		Env:      env + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(pe.prop)),
 		Property: prop + pe.prop,
-		Problem:  pe.err.Error(),
-	}, secretsOf(s))
+		Problem:  guardOf(s).text(pe.err.Error()),
+	}
 }
 
 func clientID(s Settings) string {
@@ -344,7 +360,8 @@ func clientID(s Settings) string {
 
 func tlsConfigured(s Settings) bool {
 	return s.SSLTruststoreLocation != "" || s.SSLTruststoreCertificates != "" || s.SSLKeystoreLocation != "" ||
-		s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != ""
+		s.SSLKeystoreKey.IsSet() || s.SSLKeystoreCertificateChain != "" ||
+		s.SSLTruststorePassword.IsSet() || s.SSLKeystorePassword.IsSet() || s.SSLKeyPassword.IsSet()
 }
 
 func consumerProducerOpts(s Settings) []kgo.Opt {
@@ -402,7 +419,7 @@ func Dialer(s Settings, p Profile, logger *slog.Logger) ClientFunc {
 		opts := append(append(append([]kgo.Opt{}, base...), p.ClientOpts()...), extra...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
-			return nil, redact(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err), secretsOf(s))
+			return nil, guardOf(s).err(fmt.Errorf("cluster %q: creating client: %w", s.Alias, err))
 		}
 		return cl, nil
 	}

@@ -68,16 +68,23 @@ func TestOptionsInvalidCombinations(t *testing.T) {
 	}{
 		{name: "no bootstrap", s: Settings{}, want: []string{"MM2_SOURCE_BOOTSTRAP_SERVERS", "required"}},
 		{name: "bad bootstrap", s: Settings{BootstrapServers: []string{"broker"}}, want: []string{"MM2_SOURCE_BOOTSTRAP_SERVERS", "not host:port"}},
-		{name: "sasl protocol without mechanism", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "GSSAPI is not supported"}},
+		{name: "sasl protocol without mechanism", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "Kafka's default is GSSAPI; here it must be named"}},
 		{name: "credentials without sasl protocol", s: Settings{BootstrapServers: seeds, SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "SASL credentials are set"}},
 		{name: "password missing", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "SCRAM-SHA-256", SASLUsername: "u"}, want: []string{"MM2_SOURCE_SASL_PASSWORD", "required"}},
-		{name: "gssapi", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_SASL_MECHANISM", `"GSSAPI"`}},
+		{name: "gssapi without service name", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI"}, want: []string{"MM2_SOURCE_SASL_KERBEROS_SERVICE_NAME (source.sasl.kerberos.service.name): required with GSSAPI"}},
+		{name: "gssapi with a password login", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLKerberosServiceName: "kafka",
+			SASLJAASConfig: secret.New(`com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true;`)}, want: []string{"MM2_SOURCE_SASL_JAAS_CONFIG (source.sasl.jaas.config): GSSAPI logs in from a keytab only"}},
+		{name: "gssapi with a PLAIN login module", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLKerberosServiceName: "kafka",
+			SASLJAASConfig: secret.New(`org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";`)}, want: []string{"MM2_SOURCE_SASL_JAAS_CONFIG (source.sasl.jaas.config): GSSAPI needs exactly one com.sun.security.auth.module.Krb5LoginModule login module"}},
+		{name: "gssapi keytab missing", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "GSSAPI", SASLKerberosServiceName: "kafka", SASLKerberosKrb5Conf: "/nonexistent/krb5.conf",
+			SASLJAASConfig: secret.New(`com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/nonexistent/x.keytab" principal="u@R";`)}, want: []string{"MM2_SOURCE_SASL_KERBEROS_KRB5_CONF (source.sasl.kerberos.krb5.conf): open /nonexistent/krb5.conf"}},
 		{name: "oauthbearer not yet", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SASL_SSL", SASLMechanism: "OAUTHBEARER"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "OAUTHBEARER needs a token source: set azure.auth"}},
 		{name: "unknown protocol", s: Settings{BootstrapServers: seeds, SecurityProtocol: "TLS"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", `"TLS"`}},
 		{name: "event hubs and sasl credentials", s: Settings{EventHubsConnectionString: secret.New(cs), SASLUsername: "u", SASLPassword: secret.New(unitPass)}, want: []string{"MM2_SOURCE_EVENTHUBS_CONNECTION_STRING", "not both"}},
 		{name: "event hubs over plaintext", s: Settings{EventHubsConnectionString: secret.New(cs), SecurityProtocol: "PLAINTEXT"}, want: []string{"MM2_SOURCE_SECURITY_PROTOCOL", "must be SASL_SSL"}},
 		{name: "event hubs with scram", s: Settings{EventHubsConnectionString: secret.New(cs), SASLMechanism: "SCRAM-SHA-256"}, want: []string{"MM2_SOURCE_SASL_MECHANISM", "must be PLAIN"}},
-		{name: "jks truststore type", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_TYPE", "only PEM"}},
+		{name: "unknown truststore type", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreType: "BCFKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type)", `"BCFKS" is not supported (want JKS, PKCS12 or PEM)`}},
+		{name: "missing JKS truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "testdata/none.jks", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "unreadable truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "/nonexistent/ca.pem"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "bad compression", s: Settings{BootstrapServers: seeds, ProducerCompressionType: "brotli"}, want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_TYPE", "brotli"}},
 	} {
@@ -214,21 +221,22 @@ func TestKafkaLoggerLevelsAndRedaction(t *testing.T) {
 	if strings.Contains(out, unitPass) {
 		t.Errorf("secret logged:\n%s", out)
 	}
-	for _, want := range []string{`"component":"franz-go"`, `"cluster":"source"`, `"broker":1`, `"err":"bad password [redacted]"`} {
+	for _, want := range []string{`"component":"franz-go"`, `"cluster":"source"`, `"broker":1`, `"err":"[text withheld: it contained the value of sasl.password]"`, `"msg":"[text withheld: it contained the value of sasl.password]"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %s:\n%s", want, out)
 		}
 	}
 }
 
-func TestRedactKeepsChain(t *testing.T) {
+func TestLeakGuardKeepsChain(t *testing.T) {
 	base := errors.New("root")
-	err := redact(fmt.Errorf("x %s: %w", unitPass, base), []string{unitPass})
-	if strings.Contains(err.Error(), unitPass) || !errors.Is(err, base) {
-		t.Errorf("redact: %v (is base: %v)", err, errors.Is(err, base))
+	g := guardOf(Settings{SASLPassword: secret.New(unitPass)})
+	err := g.err(fmt.Errorf("x %s: %w", unitPass, base))
+	if err.Error() != "[text withheld: it contained the value of sasl.password]" || !errors.Is(err, base) {
+		t.Errorf("guard: %v (is base: %v)", err, errors.Is(err, base))
 	}
-	if err := redact(base, []string{unitPass}); err != base {
-		t.Errorf("redact changed an error without secrets")
+	if err := g.err(base); err != base {
+		t.Errorf("the guard changed an error without secrets")
 	}
 }
 
@@ -236,8 +244,8 @@ func TestConnectErrorWrapsOnce(t *testing.T) {
 	s := Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, SecurityProtocol: "SASL_SSL", SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}
 	base := fmt.Errorf("broker said %s: %w", unitPass, kerr.SaslAuthenticationFailed)
 	err := ConnectError(s, base)
-	want := `connecting to cluster "source" at b:9092: SASL authentication failed (PLAIN as "u"): broker said [redacted]: SASL_AUTHENTICATION_FAILED`
-	if !strings.HasPrefix(err.Error(), want) {
+	want := `connecting to cluster "source" at b:9092: SASL authentication failed (PLAIN as "u"): [text withheld: it contained the value of sasl.password]`
+	if err.Error() != want {
 		t.Errorf("got  %s\nwant %s...", err, want)
 	}
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -34,26 +35,34 @@ type Settings struct {
 	// Empty means PLAINTEXT, or SASL_SSL with an Event Hubs connection string.
 	SecurityProtocol string `envconfig:"SECURITY_PROTOCOL" mm2:"security.protocol" defaultdoc:"PLAINTEXT (SASL_SSL with an Event Hubs connection string)" desc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
 
-	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER;
-	// required with a SASL protocol (Kafka's default GSSAPI is not supported).
-	SASLMechanism string `envconfig:"SASL_MECHANISM" mm2:"sasl.mechanism" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"`
+	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or
+	// GSSAPI; required with a SASL protocol (Kafka defaults to GSSAPI; here
+	// it must be named).
+	SASLMechanism string `envconfig:"SASL_MECHANISM" mm2:"sasl.mechanism" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"`
 	// SASLUsername and SASLPassword are PLAIN/SCRAM credentials, an
 	// alternative to SASLJAASConfig.
 	SASLUsername string        `envconfig:"SASL_USERNAME" mm2:"sasl.username" desc:"SASL user (alternative to sasl.jaas.config)"`
 	SASLPassword secret.Secret `envconfig:"SASL_PASSWORD" mm2:"sasl.password" desc:"SASL password (secret)"`
+	// SASLKerberosServiceName and SASLKerberosKrb5Conf are for GSSAPI
+	// (kerberos.go): the brokers' service name, and the krb5.conf to read
+	// (Java takes it from -Djava.security.krb5.conf).
+	SASLKerberosServiceName string `envconfig:"SASL_KERBEROS_SERVICE_NAME" mm2:"sasl.kerberos.service.name" desc:"Kerberos service name of the brokers, for GSSAPI (e.g. kafka)"`
+	SASLKerberosKrb5Conf    string `envconfig:"SASL_KERBEROS_KRB5_CONF" mm2:"sasl.kerberos.krb5.conf" defaultdoc:"/etc/krb5.conf" desc:"krb5.conf for GSSAPI (what Java takes from -Djava.security.krb5.conf)"`
 	// SASLJAASConfig is Kafka's sasl.jaas.config; username and password
 	// are read from its options (see SASLCredentials).
 	SASLJAASConfig secret.Secret `envconfig:"SASL_JAAS_CONFIG" mm2:"sasl.jaas.config" desc:"Kafka JAAS line, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\"; (secret)"`
 
-	// TLS. Only PEM is supported (Kafka's ssl.*.type=PEM): files or inline.
-	SSLTruststoreLocation       string        `envconfig:"SSL_TRUSTSTORE_LOCATION" mm2:"ssl.truststore.location" desc:"PEM file of trusted CA certificates (empty: system roots)"`
+	// TLS stores as in Kafka: JKS, PKCS12 or PEM files, or inline PEM.
+	SSLTruststoreLocation       string        `envconfig:"SSL_TRUSTSTORE_LOCATION" mm2:"ssl.truststore.location" desc:"truststore file (JKS, PKCS12 or PEM); it replaces the system roots (empty: system roots)"`
+	SSLTruststorePassword       secret.Secret `envconfig:"SSL_TRUSTSTORE_PASSWORD" mm2:"ssl.truststore.password" desc:"password of a JKS or PKCS12 truststore (secret)"`
 	SSLTruststoreCertificates   string        `envconfig:"SSL_TRUSTSTORE_CERTIFICATES" mm2:"ssl.truststore.certificates" desc:"trusted CA certificates, inline PEM"`
-	SSLTruststoreType           string        `envconfig:"SSL_TRUSTSTORE_TYPE" mm2:"ssl.truststore.type" defaultdoc:"PEM" desc:"only PEM is supported; convert JKS/PKCS12 stores with keytool/openssl"`
-	SSLKeystoreLocation         string        `envconfig:"SSL_KEYSTORE_LOCATION" mm2:"ssl.keystore.location" desc:"PEM file with client private key and certificate chain (mutual TLS)"`
-	SSLKeystoreType             string        `envconfig:"SSL_KEYSTORE_TYPE" mm2:"ssl.keystore.type" defaultdoc:"PEM" desc:"only PEM is supported"`
-	SSLKeystoreKey              secret.Secret `envconfig:"SSL_KEYSTORE_KEY" mm2:"ssl.keystore.key" desc:"client private key, inline PEM (secret)"`
+	SSLTruststoreType           string        `envconfig:"SSL_TRUSTSTORE_TYPE" mm2:"ssl.truststore.type" defaultdoc:"from the file's content" desc:"JKS, PKCS12 or PEM"`
+	SSLKeystoreLocation         string        `envconfig:"SSL_KEYSTORE_LOCATION" mm2:"ssl.keystore.location" desc:"keystore file (JKS, PKCS12 or PEM) with the client key and certificate chain (mutual TLS)"`
+	SSLKeystorePassword         secret.Secret `envconfig:"SSL_KEYSTORE_PASSWORD" mm2:"ssl.keystore.password" desc:"password of a JKS or PKCS12 keystore (secret)"`
+	SSLKeystoreType             string        `envconfig:"SSL_KEYSTORE_TYPE" mm2:"ssl.keystore.type" defaultdoc:"from the file's content" desc:"JKS, PKCS12 or PEM"`
+	SSLKeystoreKey              secret.Secret `envconfig:"SSL_KEYSTORE_KEY" mm2:"ssl.keystore.key" desc:"client private key, inline PEM (PKCS#8, encrypted with ssl.key.password or not) (secret)"`
 	SSLKeystoreCertificateChain string        `envconfig:"SSL_KEYSTORE_CERTIFICATE_CHAIN" mm2:"ssl.keystore.certificate.chain" desc:"client certificate chain, inline PEM"`
-	SSLKeyPassword              secret.Secret `envconfig:"SSL_KEY_PASSWORD" mm2:"ssl.key.password" desc:"password of an encrypted private key (secret)"`
+	SSLKeyPassword              secret.Secret `envconfig:"SSL_KEY_PASSWORD" mm2:"ssl.key.password" desc:"password of the private key: an encrypted PKCS#8 PEM key, or a JKS key entry whose password differs from the store's (secret)"`
 	// SSLEndpointIdentificationAlgorithm is "https" (verify the broker host
 	// name) or empty (do not verify it; the chain is still verified).
 	SSLEndpointIdentificationAlgorithm string `envconfig:"SSL_ENDPOINT_IDENTIFICATION_ALGORITHM" mm2:"ssl.endpoint.identification.algorithm" default:"https" desc:"https checks the broker host name; set empty to disable"`
@@ -100,6 +109,7 @@ const (
 	MechanismScramSHA256 = "SCRAM-SHA-256"
 	MechanismScramSHA512 = "SCRAM-SHA-512"
 	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismGSSAPI      = "GSSAPI"
 
 	// EventHubsUser is the SASL PLAIN user name Event Hubs expects with a
 	// connection string as password.
@@ -225,10 +235,17 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 			if !s.Azure.Enabled() {
 				bad("sasl.mechanism", "OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli)")
 			}
+		case MechanismGSSAPI:
+			if _, err := parseKerberosLogin(*s); err != nil {
+				var pe *propError
+				if errors.As(err, &pe) {
+					bad(pe.prop, "%v", pe.err)
+				}
+			}
 		case "":
-			bad("sasl.mechanism", "required with %s (Kafka's default GSSAPI is not supported): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SecurityProtocol)
+			bad("sasl.mechanism", "required with %s (Kafka's default is GSSAPI; here it must be named): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI", s.SecurityProtocol)
 		default:
-			bad("sasl.mechanism", "unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", s.SASLMechanism)
+			bad("sasl.mechanism", "unsupported value %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI)", s.SASLMechanism)
 		}
 	}
 
@@ -241,10 +258,22 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 	if s.SSLKeystoreKey.IsSet() != (s.SSLKeystoreCertificateChain != "") {
 		bad("ssl.keystore.certificate.chain", "ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
 	}
-	for key, v := range map[string]*string{"ssl.truststore.type": &s.SSLTruststoreType, "ssl.keystore.type": &s.SSLKeystoreType} {
-		*v = strings.ToUpper(strings.TrimSpace(*v))
-		if *v != "" && *v != "PEM" {
-			bad(key, "%q is not supported: only PEM (convert the store, e.g. keytool -importkeystore + openssl pkcs12 -nodes)", *v)
+	for _, st := range []struct {
+		key, inlineKey string
+		v              *string
+		inline         bool
+	}{
+		{"ssl.truststore.type", "ssl.truststore.certificates", &s.SSLTruststoreType, s.SSLTruststoreCertificates != ""},
+		{"ssl.keystore.type", "ssl.keystore.key", &s.SSLKeystoreType, s.SSLKeystoreKey.IsSet()},
+	} {
+		*st.v = strings.ToUpper(strings.TrimSpace(*st.v))
+		switch *st.v {
+		case "", StoreJKS, StorePKCS12, StorePEM:
+		default:
+			bad(st.key, "%q is not supported (want JKS, PKCS12 or PEM)", *st.v)
+		}
+		if st.inline && *st.v != "" && *st.v != StorePEM {
+			bad(st.key, "must be PEM (or empty) with %s", st.inlineKey)
 		}
 	}
 	switch strings.ToLower(strings.TrimSpace(s.SSLEndpointIdentificationAlgorithm)) {

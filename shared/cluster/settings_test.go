@@ -51,7 +51,7 @@ func TestNormalize(t *testing.T) {
 			s.SecurityProtocol, s.SASLUsername, s.SASLPassword = "SASL_SSL", "u", secret.New("p")
 		}, errs: []string{"MM2_SOURCE_SASL_MECHANISM (source.sasl.mechanism): required with SASL_SSL"}},
 		{name: "gssapi", modify: func(s *Settings) { s.SecurityProtocol, s.SASLMechanism = "SASL_SSL", "GSSAPI" },
-			errs: []string{`unsupported value "GSSAPI"`}},
+			errs: []string{`MM2_SOURCE_SASL_KERBEROS_SERVICE_NAME (source.sasl.kerberos.service.name): required with GSSAPI`}},
 		{name: "sasl plain missing password", modify: func(s *Settings) {
 			s.SecurityProtocol, s.SASLMechanism, s.SASLUsername = "SASL_PLAINTEXT", "PLAIN", "u"
 		}, errs: []string{"MM2_SOURCE_SASL_PASSWORD (source.sasl.password): required"}},
@@ -108,7 +108,7 @@ func TestNormalize(t *testing.T) {
 		}, errs: []string{
 			"MM2_SOURCE_SSL_TRUSTSTORE_CERTIFICATES (source.ssl.truststore.certificates): set either",
 			"MM2_SOURCE_SSL_KEYSTORE_CERTIFICATE_CHAIN",
-			`MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type): "JKS" is not supported`,
+			`MM2_SOURCE_SSL_TRUSTSTORE_TYPE (source.ssl.truststore.type): must be PEM (or empty) with ssl.truststore.certificates`,
 			`MM2_SOURCE_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM (source.ssl.endpoint.identification.algorithm): unknown value "none"`,
 		}},
 		{name: "empty endpoint algorithm disables", modify: func(s *Settings) { s.SSLEndpointIdentificationAlgorithm = "" }},

@@ -200,6 +200,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	encrypted := string(pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte("x")}))
+	legacy := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00"}, Bytes: []byte("x")}))
 	otherKey := newTestPKI(t).clientKeyPEM
 	for _, test := range []struct {
 		name    string
@@ -207,14 +208,24 @@ func TestTLSConfigErrors(t *testing.T) {
 		wantErr string
 	}{
 		{name: "missing CA file", s: Settings{SSLTruststoreLocation: filepath.Join(p.dir, "nope.pem")}, wantErr: "ssl.truststore.location: open"},
-		{name: "JKS truststore", s: Settings{SSLTruststoreLocation: junk}, wantErr: "ssl.truststore.location: not PEM data (only PEM is supported"},
+		{name: "JKS truststore without password", s: Settings{SSLTruststoreLocation: junk}, wantErr: "ssl.truststore.password: required to open the JKS store " + junk},
+		{name: "JKS type, PEM file", s: Settings{SSLTruststoreLocation: p.caFile, SSLTruststoreType: "jks", SSLTruststorePassword: secret.New("pw")}, wantErr: "ssl.truststore.location: not a readable JKS store"},
+		{name: "PEM truststore with password", s: Settings{SSLTruststoreLocation: p.caFile, SSLTruststorePassword: secret.New("pw")}, wantErr: "ssl.truststore.password: must not be set for a PEM truststore"},
+		{name: "unknown store type", s: Settings{SSLTruststoreLocation: p.caFile, SSLTruststoreType: "BKS"}, wantErr: `ssl.truststore.type: "BKS" is not supported (want JKS, PKCS12 or PEM)`},
+		{name: "inline CA with JKS type", s: Settings{SSLTruststoreCertificates: p.caPEM, SSLTruststoreType: "JKS"}, wantErr: "ssl.truststore.type: must be PEM (or empty) with ssl.truststore.certificates"},
+		{name: "PKCS12 truststore is garbage", s: Settings{SSLTruststoreLocation: p.caFile + ".p12", SSLTruststoreType: "PKCS12"}, wantErr: "ssl.truststore.location: open"},
 		{name: "garbage inline CA", s: Settings{SSLTruststoreCertificates: "hello"}, wantErr: "ssl.truststore.certificates: not PEM"},
 		{name: "keystore without key", s: Settings{SSLKeystoreLocation: p.caFile}, wantErr: "ssl.keystore.location: want exactly one PEM private key block, found 0"},
-		{name: "JKS keystore", s: Settings{SSLKeystoreLocation: junk}, wantErr: "ssl.keystore.location: not PEM data"},
+		{name: "JKS keystore without password", s: Settings{SSLKeystoreLocation: junk}, wantErr: "ssl.keystore.password: required to open the JKS store " + junk},
+		{name: "PEM keystore with store password", s: Settings{SSLKeystoreLocation: p.ksFile, SSLKeystorePassword: secret.New("pw")}, wantErr: "ssl.keystore.password: must not be set for a PEM keystore"},
+		{name: "keystore password without keystore", s: Settings{SSLKeystorePassword: secret.New("pw")}, wantErr: "ssl.keystore.password: set, but ssl.keystore.location is not"},
 		{name: "key without chain", s: Settings{SSLKeystoreKey: secret.New(p.clientKeyPEM)}, wantErr: "must be set together"},
-		{name: "encrypted key", s: Settings{SSLKeystoreKey: secret.New(encrypted), SSLKeystoreCertificateChain: p.clientCertPEM, SSLKeyPassword: secret.New("pw")}, wantErr: "encrypted private keys (ssl.key.password) are not supported"},
+		{name: "damaged encrypted key", s: Settings{SSLKeystoreKey: secret.New(encrypted), SSLKeystoreCertificateChain: p.clientCertPEM, SSLKeyPassword: secret.New("pw")}, wantErr: "ssl.keystore.key: encrypted private key: "},
+		{name: "encrypted key without password", s: Settings{SSLKeystoreKey: secret.New(encrypted), SSLKeystoreCertificateChain: p.clientCertPEM}, wantErr: "ssl.key.password: required: the private key in ssl.keystore.key is encrypted"},
+		{name: "legacy encrypted key", s: Settings{SSLKeystoreKey: secret.New(legacy), SSLKeystoreCertificateChain: p.clientCertPEM, SSLKeyPassword: secret.New("pw")}, wantErr: "legacy OpenSSL-encrypted keys (Proc-Type: 4,ENCRYPTED) are not supported"},
+		{name: "unencrypted key with key password", s: Settings{SSLKeystoreKey: secret.New(p.clientKeyPEM), SSLKeystoreCertificateChain: p.clientCertPEM, SSLKeyPassword: secret.New("pw")}, wantErr: "ssl.key.password: set, but the private key in ssl.keystore.key is not encrypted"},
 		{name: "key password without key", s: Settings{SSLKeyPassword: secret.New("pw")}, wantErr: "ssl.key.password: set, but there is no client key"},
-		{name: "key does not match cert", s: Settings{SSLKeystoreKey: secret.New(otherKey), SSLKeystoreCertificateChain: p.clientCertPEM}, wantErr: "client certificate and key"},
+		{name: "key does not match cert", s: Settings{SSLKeystoreKey: secret.New(otherKey), SSLKeystoreCertificateChain: p.clientCertPEM}, wantErr: "the first certificate does not belong to the private key"},
 		{name: "unknown identification algorithm", s: Settings{SSLEndpointIdentificationAlgorithm: "ldaps"}, wantErr: `unknown value "ldaps"`},
 	} {
 		t.Run(test.name, func(t *testing.T) {
@@ -225,7 +236,7 @@ func TestTLSConfigErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), test.wantErr) {
 				t.Errorf("error %q does not contain %q", err, test.wantErr)
 			}
-			if strings.Contains(err.Error(), keyMarker) || strings.Contains(err.Error(), "pw") {
+			if strings.Contains(err.Error(), keyMarker) || strings.Contains(strings.ReplaceAll(err.Error(), "password", ""), "pw") {
 				t.Errorf("error %q contains key material", err)
 			}
 		})

@@ -38,6 +38,6 @@ func BenchmarkRecordPath(b *testing.B) {
 		r := kgo.Record{Topic: "topic", Partition: 3, Key: value[:8], Value: value, Offset: int64(i), Timestamp: now, Context: fetchCtx}
 		c.track(st, &r, recordSize(&r))
 		r.Offset = int64(i) // the downstream offset the target acknowledged
-		c.promise(&r, nil)
+		st.ack(&r, nil)
 	}
 }

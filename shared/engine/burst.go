@@ -43,6 +43,11 @@ type BurstOptions struct {
 	// fetched, if set, is called once the copy has stopped fetching and closed its source
 	// consumer (shared copies free their loop then).
 	fetched func()
+	// settled, if set, is called once no record of the copy is in flight any more and the
+	// positions of those acknowledged are stored: at its end, or later if the target left
+	// records unacknowledged past the grace period (shared producers retry them; a copy of the
+	// same partitions started before they settle would write them a second time).
+	settled func()
 }
 
 // Progress is a running total of a burst.
@@ -130,51 +135,71 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 // while earlier ones copy are copied together (see copyRuns); each gets its own partition's
 // outcome.
 func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
+	limit := int64(-1)
+	if through >= 0 {
+		limit = through + 1
+	}
+	return e.copyPartition(ctx, topic, partition, limit, through)
+}
+
+// copyPartition is CopyPartition copying offsets below limit (< 0: to the end seen when the
+// copy plans) for a caller that needs offset need durable (< 0: nothing in particular): a call
+// whose need this process already made durable is answered without a copy.
+func (e *Engine) copyPartition(ctx context.Context, topic string, partition int32, limit, need int64) (Summary, error) {
 	start := time.Now()
 	if !e.Selected(topic) {
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
+	}
+	tp := TP{topic, partition}
+	if n, ok := e.known.get(tp); ok && need >= 0 && n > need {
+		return e.answered(start, tp, e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)), nil
 	}
 	arrived := e.runs.arrive()
 	defer arrived()
 	if err := e.warmed(ctx); err != nil {
 		return e.failed(start, err)
 	}
-	// The partition count checked within reuseTTL (at start-up by Warm) saves a metadata
-	// request per call; a partition beyond it means the topic grew, so ask.
+	t, err := e.prepareOne(ctx, topic, partition)
+	if err != nil {
+		return e.failed(start, err)
+	}
+	return e.copyShared(ctx, &copyCall{tp: tp, remote: t.Remote, limit: limit, need: need, start: start}, arrived)
+}
+
+// prepareOne checks that the source partition exists and readies its remote topic, trusting
+// a check made within reuseTTL (at start-up by Warm): that saves a metadata request per call; a
+// partition beyond it means the topic grew, so it asks. A remote topic that cannot be made
+// ready fails this call only.
+func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) (Topic, error) {
 	parts, ok := e.preparedPartitions(topic)
 	if !ok || partition >= parts {
 		md, err := e.srcAdm.Metadata(ctx, topic)
 		if err != nil {
-			return e.failed(start, fmt.Errorf("describing source topic %q: %w", topic, err))
+			return Topic{}, fmt.Errorf("describing source topic %q: %w", topic, err)
 		}
 		d, ok := md.Topics[topic]
 		if !ok || d.Err != nil {
 			if ok {
 				err = d.Err
 			}
-			return e.failed(start, fmt.Errorf("describing source topic %q: %v", topic, err))
+			return Topic{}, fmt.Errorf("describing source topic %q: %v", topic, err)
 		}
 		parts = int32(len(d.Partitions))
 	}
 	if partition < 0 || partition >= parts {
-		return e.failed(start, fmt.Errorf("source topic %q has no partition %d", topic, partition))
+		return Topic{}, fmt.Errorf("source topic %q has no partition %d", topic, partition)
 	}
 	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: parts}
 	if !e.preparedRecently(topic, t.Partitions) {
-		// Before queueing: a remote topic that cannot be made ready fails this call only.
 		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
-			return e.failed(start, err)
+			return Topic{}, err
 		}
 		if err := e.prepareTargets(ctx, []Topic{t}); err != nil {
-			return e.failed(start, err)
+			return Topic{}, err
 		}
 		e.rememberPrepared(topic, t.Partitions)
 	}
-	limit := int64(-1)
-	if through >= 0 {
-		limit = through + 1
-	}
-	return e.copyShared(ctx, &copyCall{tp: TP{topic, partition}, remote: t.Remote, limit: limit, start: start}, arrived)
+	return t, nil
 }
 
 func (e *Engine) failed(start time.Time, err error) (Summary, error) {
@@ -197,6 +222,12 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
+	copying := false // the copier calls bo.settled; every other way out of here does it below
+	defer func() {
+		if !copying && bo.settled != nil {
+			bo.settled()
+		}
+	}()
 	ensureOffsets, newSyncs := e.ensureOffsetsTopic, e.newSyncEmitter
 	if reuse {
 		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
@@ -293,6 +324,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if reuse {
 		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
 	}
+	copying = true
 	sum, err := c.run(ctx, start)
 	e.commitLagGroup(ctx, sum, err)
 	return sum, err

@@ -11,22 +11,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// positionFlushInterval is how often positions (and due offset syncs) are written while
-// copying, like Connect's offset.flush.interval.ms.
-const positionFlushInterval = 500 * time.Millisecond
+// Positions (and due offset syncs) are written while copying at least every
+// positionFlushInterval (Connect's offset.flush.interval.ms; its default of 60 s would make a
+// crash re-copy a minute of work) and every positionFlushBytes acknowledged, so a SIGKILL
+// re-copies at most a fraction of a second of work at any rate.
+const (
+	positionFlushInterval = 500 * time.Millisecond
+	positionFlushBytes    = 8 << 20
+)
 
 // maxBufferedRecords caps records buffered in a producer; the byte bound (MaxBufferedBytes)
 // normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
 const maxBufferedRecords = 1 << 17
 
-// partState tracks one partition of an at-least-once copy. The fetch loop produces, the
-// producer's promise goroutine acknowledges; mu guards the fields both touch.
+// partState tracks one partition of an at-least-once copy.
+//
+// Ownership: w, ctx and ack are set before the state is shared and never change. done is the
+// fetch loop's (group callbacks change it under copier.mu while the loop waits in a poll).
+// Everything under mu is shared by the fetch loop (track) and the producer's promise goroutine
+// (acked), and read by position writes and summaries.
 type partState struct {
 	w   *work
 	ctx context.Context // the burst's write context (produce, metrics)
+	// ack is the producer promise of this partition's records: bound to this state once, so an
+	// acknowledgement can only ever reach the state that tracked its record.
+	ack func(*kgo.Record, error)
 
 	mu        sync.Mutex
-	upstream  []int64 // FIFO of upstream offsets produced, not yet acknowledged
+	inflight  []inflightRec // FIFO of records produced, not yet acknowledged
 	head      int
 	lastAcked int64 // upstream offset of the newest acknowledged record, -1 none
 	lastSeen  int64 // newest upstream offset fetched (data or control record), -1 none
@@ -42,17 +54,39 @@ type partState struct {
 	done bool // fetch side only: reached the end
 }
 
+// inflightRec is a record handed to the producer: the record itself (to check that the
+// acknowledgement is for it) and its upstream offset (the record's Offset field is the target's
+// once acknowledged).
+type inflightRec struct {
+	rec *kgo.Record
+	up  int64
+}
+
 // position returns the position that may be stored now: every record up to it was
 // acknowledged (control records need no copy).
 func (st *partState) position() int64 {
-	if st.failed == nil && st.head == len(st.upstream) {
+	if st.failed == nil && st.head == len(st.inflight) {
 		return max(st.lastAcked, st.lastSeen)
 	}
 	return st.lastAcked
 }
 
-// copier is one at-least-once burst: a source consumer over all partitions with work, one
-// idempotent target producer (data and positions), and the offset-syncs emitter.
+// copier is one at-least-once copy (a burst, a shared event-driven copy, or a payload write):
+// a source consumer over all partitions with work, one idempotent target producer for the
+// records and one for positions, and the offset-syncs emitter.
+//
+// Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
+// produce), franz-go's promise goroutine (partState.ack), group callbacks (assign, revoke:
+// group mode only, while the loop waits in a poll) and position writes (writePositions, from
+// the loop and at the end).
+//   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
+//     posProd, reuse, pool, inflight, space, writeCtx;
+//   - mu: states, byTP, active, assigned, closing, and each partState's done;
+//   - partState.mu: the rest of a partition's state (see partState);
+//   - posMu: one position write at a time (and appends to states, with mu);
+//   - errMu: err, the first failure;
+//   - atomics, for counters the promise updates per record and others read: pending,
+//     posPending, records, bytes, firstAckNS, and the shared *inflight byte count.
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
@@ -73,10 +107,6 @@ type copier struct {
 
 	prod    *kgo.Client // replicated records
 	posProd *kgo.Client // positions: not queued behind buffered records
-
-	// routes maps remote partitions to their states for the promise (copy on write).
-	routes  atomic.Pointer[map[remoteTP]*partState]
-	routeMu sync.Mutex
 
 	// reuse: prod and posProd are the engine's (CopyPartition), shared with concurrent calls;
 	// this copier waits for its own records (pending, posPending) instead of flushing them.
@@ -103,23 +133,28 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
 		inflight: new(atomic.Int64), space: make(chan struct{}, 1), pool: &fetchPool{}}
 	for _, w := range works {
-		st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
+		st := c.newState(w)
 		c.states = append(c.states, st)
 		c.byTP[w.tp] = st
-		c.route(st)
 	}
 	return c
 }
 
+// newState returns the state of a partition this copier works on.
+func (c *copier) newState(w *work) *partState {
+	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
+	st.ack = func(r *kgo.Record, err error) { c.acked(st, r, err) }
+	return st
+}
+
 // addWork registers a partition assigned during the burst (group mode) and returns its state.
 func (c *copier) addWork(w *work) *partState {
-	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
+	st := c.newState(w)
 	st.ctx = c.writeCtx
 	c.posMu.Lock()
 	c.mu.Lock()
 	c.states = append(c.states, st)
 	c.byTP[w.tp] = st
-	c.route(st)
 	if w.start >= w.end {
 		st.done = true
 	} else {
@@ -152,16 +187,30 @@ func recordSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// promise is called by the producer, serially and in order per partition.
-func (c *copier) promise(r *kgo.Record, err error) {
-	st := c.stateOf(r)
+// acked is st's producer promise: franz-go calls it serially, in produce order per partition.
+// An acknowledgement that is not for the oldest record in flight breaks that contract (a
+// record acknowledged twice, or one this state never produced): the partition then fails,
+// so its position can never move past a record whose fate is unknown, instead of the process
+// crashing or storing a wrong position.
+func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	size := recordSize(r)
 	st.mu.Lock()
-	up := st.upstream[st.head]
+	if st.head == len(st.inflight) || st.inflight[st.head].rec != r {
+		bad := fmt.Errorf("internal error: the target producer acknowledged a record of %s that is not the oldest one in flight; no position past %d is stored for it", st.w.tp, st.lastAcked)
+		if st.failed == nil {
+			st.failed = bad
+		}
+		st.mu.Unlock()
+		c.fail(bad)
+		return
+	}
+	up := st.inflight[st.head].up
+	st.inflight[st.head] = inflightRec{}
 	st.head++
-	if st.head > 1024 && st.head*2 > len(st.upstream) {
-		n := copy(st.upstream, st.upstream[st.head:])
-		st.upstream = st.upstream[:n]
+	if st.head > 1024 && st.head*2 > len(st.inflight) {
+		n := copy(st.inflight, st.inflight[st.head:])
+		clear(st.inflight[n:])
+		st.inflight = st.inflight[:n]
 		st.head = 0
 	}
 	if err != nil {
@@ -204,40 +253,24 @@ func (c *copier) promise(r *kgo.Record, err error) {
 // run copies until every partition reached its end, a budget is exhausted or ctx ends.
 func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	e := c.e
-	// Writes outlive a stop request by at most Grace.
+	// Writes outlive a stop request by at most Grace (on shared producers: until settled).
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWrites()
-
-	var err error
+	settling := false
+	defer func() {
+		if !settling {
+			cancelWrites()
+		}
+	}()
 	defer func() {
 		if c.early != nil {
 			c.early.Close() // not used: the run failed before it fetched
 		}
 	}()
-	if c.reuse {
-		if c.prod, c.posProd, err = e.reusedProducers(ctx); err != nil {
-			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
-		}
-	} else {
-		if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
-			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
-		}
-		defer c.prod.Close()
-		if c.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
-			return e.failed(start, fmt.Errorf("connecting target producer: %w", err))
-		}
-		defer c.posProd.Close()
+	closeProducers, err := c.open(ctx, writeCtx)
+	if err != nil {
+		return e.failed(start, err)
 	}
-
-	c.writeCtx = writeCtx
-	for _, st := range c.states {
-		st.ctx = writeCtx
-		if st.w.start >= st.w.end {
-			st.done = true
-			continue
-		}
-		c.active++
-	}
+	defer closeProducers()
 	offs := startOffsets(c.works())
 	// Positions chosen by auto.offset.reset=latest are stored at once.
 	c.writePositions(writeCtx)
@@ -267,8 +300,99 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
+	c.finish(writeCtx)
+	if cons != nil {
+		// In group mode leave only now that positions are stored; a rebalance blocked since
+		// the last poll must be allowed or leaving waits for it forever.
+		cons.AllowRebalance()
+		cons.Close()
+	}
+	settling = true
+	c.settle(cancelWrites)
+	return c.summary(start, reason)
+}
 
-	// Finish: wait for in-flight records, then syncs and positions for everything acknowledged.
+// settleMax bounds how long a copy on the engine's shared producers keeps its partitions after
+// its end while records it produced are still unacknowledged.
+const settleMax = 10 * time.Minute
+
+// settle ends the copy's writes (cancelWrites, the context its records were produced with) and
+// calls bo.settled once the copy has no record in flight. On the engine's shared producers
+// (reuse) records the target has not acknowledged within the grace period stay in flight
+// (they are retried, never dropped; their context stays alive): a copy waits for them in the
+// background, then stores the positions of those acknowledged, and only then frees its
+// partitions.
+func (c *copier) settle(cancelWrites context.CancelFunc) {
+	done := func() {
+		cancelWrites()
+		if c.bo.settled != nil {
+			c.bo.settled()
+		}
+	}
+	if !c.reuse || c.pending.Load() == 0 {
+		done()
+		return
+	}
+	c.e.log.Warn("records still in flight after the copy ended; its partitions stay reserved until the target acknowledges them",
+		"records", c.pending.Load())
+	go func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.writeCtx), settleMax)
+		defer cancel()
+		if err := waitZero(ctx, &c.pending); err != nil {
+			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
+			return
+		}
+		c.writePositions(ctx)
+		if err := waitZero(ctx, &c.posPending); err != nil {
+			c.e.log.Error("positions of an ended copy not stored", "err", err)
+		}
+	}()
+}
+
+// open connects the copier's target producers (the engine's shared ones with reuse) and
+// readies its partitions' states for writing under writeCtx. The returned func closes
+// producers of its own.
+func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err error) {
+	e := c.e
+	closeProducers = func() {}
+	if c.reuse {
+		if c.prod, c.posProd, err = e.reusedProducers(ctx); err != nil {
+			return nil, fmt.Errorf("connecting target producer: %w", err)
+		}
+	} else {
+		if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+			return nil, fmt.Errorf("connecting target producer: %w", err)
+		}
+		if c.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+			c.prod.Close()
+			return nil, fmt.Errorf("connecting target producer: %w", err)
+		}
+		closeProducers = func() {
+			c.prod.Close()
+			c.posProd.Close()
+		}
+	}
+	c.writeCtx = writeCtx
+	for _, st := range c.states {
+		st.ctx = writeCtx
+		if st.w.start >= st.w.end {
+			st.done = true
+			if st.w.initPos < 0 {
+				// Nothing to copy: the stored position (or the log start) already covers
+				// every record below start.
+				e.known.advance(st.w.tp, st.w.start)
+			}
+			continue
+		}
+		c.active++
+	}
+	return closeProducers, nil
+}
+
+// finish waits, within the grace period, for the records in flight, then writes the offset
+// syncs and positions of everything acknowledged and waits for them.
+func (c *copier) finish(writeCtx context.Context) {
 	fctx, cancel := context.WithTimeout(writeCtx, c.bo.Grace)
 	defer cancel()
 	if err := c.flush(fctx, c.prod, &c.pending); err != nil {
@@ -284,13 +408,6 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
 	}
-	if cons != nil {
-		// In group mode leave only now that positions are stored; a rebalance blocked since
-		// the last poll must be allowed or leaving waits for it forever.
-		cons.AllowRebalance()
-		cons.Close()
-	}
-	return c.summary(start, reason)
 }
 
 // flush waits until every record this copier produced on cl was acknowledged: cl.Flush on
@@ -328,7 +445,12 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.AdjustFetchOffsetsFn(c.assign),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			c.mu.Lock()
-			c.assigned = true
+			// Partitions assigned are planned afterwards (assign, franz-go's offset
+			// adjustment): until then the burst must not take "no partition active" for
+			// "done". Only an empty assignment is complete here.
+			if len(m) == 0 {
+				c.assigned = true
+			}
 			pause := map[string][]int32{}
 			for t, ps := range m {
 				for _, p := range ps {
@@ -385,6 +507,12 @@ func (c *copier) works() []*work {
 // assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
 // offsets as of now.
 func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return offs, nil // the loop has ended: the group takes them back when this member leaves
+	}
 	var tps []TP
 	for t, ps := range offs {
 		for p := range ps {
@@ -408,6 +536,9 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 		}
 		out[w.tp.Topic][w.tp.Partition] = kgo.NewOffset().At(w.start)
 	}
+	c.mu.Lock()
+	c.assigned = true // planned: active counts their work
+	c.mu.Unlock()
 	c.e.log.Info("partitions assigned by burst group", "group", c.bo.Group, "partitions", len(works))
 	return out, nil
 }
@@ -465,7 +596,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		defer t.Stop()
 	}
 	var produced int64
-	lastFlush := time.Now()
+	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
 	idle := 0
 	for {
@@ -496,13 +627,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		pctx, pcancel := context.WithTimeout(stopCtx, positionFlushInterval)
 		fs := cons.PollFetches(pctx)
 		pcancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			c.fail(ferr)
 			return ReasonFailed
 		}
@@ -566,8 +691,8 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			reason = ReasonMaxRecords
 			break
 		}
-		if time.Since(lastFlush) >= positionFlushInterval {
-			lastFlush = time.Now()
+		if acked := c.bytes.Load(); time.Since(lastFlush) >= positionFlushInterval || acked-flushedBytes >= positionFlushBytes {
+			lastFlush, flushedBytes = time.Now(), acked
 			c.writePositions(context.WithoutCancel(ctx))
 			if err := c.syncs.send(context.WithoutCancel(ctx), false); err != nil {
 				c.fail(err)
@@ -593,6 +718,18 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		}
 	}
 	return reason
+}
+
+// fetchError returns the first error of a poll that is not the poll's own deadline or
+// cancellation.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
+		}
+	})
+	return ferr
 }
 
 // recycle returns records that will not be produced to the fetch pool.
@@ -632,7 +769,7 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 		}
 	}
 	c.track(st, r, size)
-	c.prod.Produce(st.ctx, r, c.promise)
+	c.prod.Produce(st.ctx, r, st.ack)
 	return true
 }
 
@@ -642,41 +779,11 @@ func (c *copier) track(st *partState, r *kgo.Record, size int64) {
 	c.inflight.Add(size)
 	c.pending.Add(1)
 	st.mu.Lock()
-	st.upstream = append(st.upstream, r.Offset)
+	st.inflight = append(st.inflight, inflightRec{rec: r, up: r.Offset})
 	st.lastSeen = r.Offset
 	st.mu.Unlock()
 	prepareCopy(r, st.w.remote)
-	// r.Context stays the fetch pool's (Recycle needs it); the promise finds st by the
-	// record's remote partition, without a context allocated per record.
-}
-
-// remoteTP is a partition of a remote topic (a produced record's Topic and Partition).
-type remoteTP struct {
-	topic     string
-	partition int32
-}
-
-// route makes st the state the promise uses for records of its remote partition. A partition
-// re-assigned in group mode gets a new state only after the revocation flushed every record
-// produced for the old one.
-func (c *copier) route(st *partState) {
-	c.routeMu.Lock()
-	defer c.routeMu.Unlock()
-	old := c.routes.Load()
-	m := make(map[remoteTP]*partState, 1)
-	if old != nil {
-		m = make(map[remoteTP]*partState, len(*old)+1)
-		for k, v := range *old {
-			m[k] = v
-		}
-	}
-	m[remoteTP{st.w.remote, st.w.tp.Partition}] = st
-	c.routes.Store(&m)
-}
-
-// stateOf returns the state of a produced record's partition.
-func (c *copier) stateOf(r *kgo.Record) *partState {
-	return (*c.routes.Load())[remoteTP{r.Topic, r.Partition}]
+	// r.Context stays the fetch pool's (Recycle needs it).
 }
 
 // prepareCopy turns a fetched record into the record to produce: same key, value, headers
@@ -717,11 +824,14 @@ func (c *copier) writePositions(ctx context.Context) {
 			continue
 		}
 		c.posPending.Add(1)
-		c.posProd.Produce(ctx, c.e.positionRecord(st.w.tp, pos, parts), func(_ *kgo.Record, err error) {
+		tp := st.w.tp
+		c.posProd.Produce(ctx, c.e.positionRecord(tp, pos, parts), func(_ *kgo.Record, err error) {
 			c.posPending.Add(-1)
 			if err != nil {
-				c.fail(fmt.Errorf("writing position of %s to %q: %w", st.w.tp, c.e.opts.OffsetStorageTopic, err))
+				c.fail(fmt.Errorf("writing position of %s to %q: %w", tp, c.e.opts.OffsetStorageTopic, err))
+				return
 			}
+			c.e.known.advance(tp, pos+1)
 		})
 	}
 }

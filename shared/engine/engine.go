@@ -118,6 +118,11 @@ type Options struct {
 	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
 	ProducerLinger time.Duration
 
+	// NoSweep makes CopyPartition copy only the partitions asked for. By default a shared copy
+	// also takes every other lagging partition (payload mode, whose records come from events,
+	// turns that off).
+	NoSweep bool
+
 	// Metrics receives copy metrics (records and bytes copied, record age, replication
 	// latency, lag per partition). Nil records nothing.
 	Metrics *metrics.Recorder
@@ -208,6 +213,7 @@ type Engine struct {
 	creates topicBatcher // remote topics asked for at the same time go in one request
 	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
 	gaps    gapBook      // gaps planning found, until the run's summary reports them
+	known   durable      // what this process made durable on the target, per source partition
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -278,7 +284,7 @@ func retryBackoff(fails int) time.Duration {
 
 // Close releases the engine's clients.
 func (e *Engine) Close() {
-	e.reuse.close()
+	e.reuse.close(e)
 	e.src.Close()
 	e.tgt.Close()
 }

@@ -231,13 +231,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 		pctx, cancel := context.WithTimeout(stopCtx, time.Second)
 		fs := cons.PollFetches(pctx)
 		cancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetching source %s-%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			return res, ferr
 		}
 		full := false
@@ -345,6 +339,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("committing transaction for %s: %w", w.tp, err)
 	}
+	e.known.advance(w.tp, last+1)
 	var bytes int64
 	for i, p := range pairs {
 		r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)

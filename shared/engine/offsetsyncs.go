@@ -24,6 +24,9 @@ type syncEmitter struct {
 	// waits for this emitter's syncs (pending) instead of flushing the client.
 	shared  bool
 	pending atomic.Int64
+	// promote, if set, says whether finish promotes delayed syncs now (shared writers promote
+	// at most about once a second, as a long-running MM2 task does on its commits); nil: always.
+	promote func() bool
 
 	mu   sync.Mutex
 	err  error
@@ -167,7 +170,7 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 		}
 		return fmt.Errorf("waiting for the offset-syncs topic %q: %w", s.topic, err)
 	}
-	if err := s.send(ctx, true); err != nil {
+	if err := s.send(ctx, s.promote == nil || s.promote()); err != nil {
 		return err
 	}
 	flush := s.cl.Flush

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -160,11 +161,23 @@ func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
 }
 
 // plan reads positions and end offsets and returns the partitions with work.
+// Positions this process made durable (Engine.known) are taken from memory; only the others
+// are read from the offsets topic.
 func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
-	positions, err := e.ReadPositions(ctx, tps, offsetsParts)
+	positions := make(map[TP]int64, len(tps))
+	var unknown []TP
+	for _, tp := range tps {
+		if n, ok := e.known.get(tp); ok && n > 0 {
+			positions[tp] = n - 1
+		} else {
+			unknown = append(unknown, tp)
+		}
+	}
+	read, err := e.ReadPositions(ctx, unknown, offsetsParts)
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(positions, read)
 	return e.planCopies(ctx, tps, remote, limit, positions, true)
 }
 
@@ -202,6 +215,9 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 		}
 		w := e.planPartition(tp, remote[tp.Topic], pos, s.Offset, en.Offset, l)
 		if w.gap != nil && report {
+			if w.gap.Kind == GapRecreated {
+				e.known.forget(tp) // what this process stored belongs to the old partition
+			}
 			e.reportGap(ctx, *w.gap)
 		}
 		out = append(out, w)

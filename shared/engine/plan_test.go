@@ -14,14 +14,14 @@ import (
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
-// fakeFlow is a flow between two kfake clusters: planning and copy rules without brokers.
-type fakeFlow struct {
+// planFlow is a flow between two kfake clusters: planning and copy rules without brokers.
+type planFlow struct {
 	t        *testing.T
 	src, tgt *kfake.Cluster
 	opts     Options
 }
 
-func newFakeFlow(t *testing.T, topics string) *fakeFlow {
+func newPlanFlow(t *testing.T, topics string) *planFlow {
 	t.Helper()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -37,10 +37,10 @@ func newFakeFlow(t *testing.T, topics string) *fakeFlow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeFlow{t: t, src: src, tgt: tgt, opts: Options{SourceAlias: "src", TargetAlias: "tgt", Topics: flt, OffsetStoragePartitions: 5}}
+	return &planFlow{t: t, src: src, tgt: tgt, opts: Options{SourceAlias: "src", TargetAlias: "tgt", Topics: flt, OffsetStoragePartitions: 5}}
 }
 
-func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+func (f *planFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
 	c := f.src
 	if side == Target {
 		c = f.tgt
@@ -48,7 +48,7 @@ func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Cl
 	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, extra...)...)
 }
 
-func (f *fakeFlow) engine() *Engine {
+func (f *planFlow) engine() *Engine {
 	f.t.Helper()
 	e, err := New(context.Background(), f.opts, f.dial, nil)
 	if err != nil {
@@ -59,7 +59,7 @@ func (f *fakeFlow) engine() *Engine {
 }
 
 // admin returns an admin client of one side.
-func (f *fakeFlow) admin(side Side) *kadm.Client {
+func (f *planFlow) admin(side Side) *kadm.Client {
 	f.t.Helper()
 	cl, err := f.dial(context.Background(), side)
 	if err != nil {
@@ -70,7 +70,7 @@ func (f *fakeFlow) admin(side Side) *kadm.Client {
 }
 
 // produce writes n records to topic's partition p on the source.
-func (f *fakeFlow) produce(topic string, p int32, n int) {
+func (f *planFlow) produce(topic string, p int32, n int) {
 	f.t.Helper()
 	cl, err := f.dial(context.Background(), Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -86,7 +86,7 @@ func (f *fakeFlow) produce(topic string, p int32, n int) {
 	}
 }
 
-func (f *fakeFlow) burst(e *Engine) Summary {
+func (f *planFlow) burst(e *Engine) Summary {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,7 +97,7 @@ func (f *fakeFlow) burst(e *Engine) Summary {
 	return s
 }
 
-func (f *fakeFlow) plan(e *Engine) *Plan {
+func (f *planFlow) plan(e *Engine) *Plan {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -189,7 +189,7 @@ func TestExplain(t *testing.T) {
 // TestPlanThenBurst: the plan names what the burst then does (create with the source's
 // configs, grow, config sync, the offsets to copy), and after the burst the plan is empty.
 func TestPlanThenBurst(t *testing.T) {
-	f := newFakeFlow(t, "orders, pays")
+	f := newPlanFlow(t, "orders, pays")
 	f.opts.SyncTopicConfigs = true
 	ctx := context.Background()
 	retention := "3600000"
@@ -276,7 +276,7 @@ func hasConfig(cs []kadm.Config, name, value string) bool {
 // consumer.isolation.level) end at the last stable offset, an at-least-once copy at the high
 // watermark; the plan says which.
 func TestPlanEndIsLastStableOffset(t *testing.T) {
-	f := newFakeFlow(t, "orders")
+	f := newPlanFlow(t, "orders")
 	ctx := context.Background()
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestPlanEndIsLastStableOffset(t *testing.T) {
 // TestBurstReportsDeletedRecords: records deleted on the source past the stored position are
 // reported as a gap with their count, and the burst copies from the log start.
 func TestBurstReportsDeletedRecords(t *testing.T) {
-	f := newFakeFlow(t, "orders")
+	f := newPlanFlow(t, "orders")
 	ctx := context.Background()
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)
@@ -345,7 +345,7 @@ func TestBurstReportsDeletedRecords(t *testing.T) {
 // TestNoOffsetSyncs: emit.offset-syncs.enabled=false creates no offset-syncs topic and writes
 // no sync; the records and positions are copied as usual.
 func TestNoOffsetSyncs(t *testing.T) {
-	f := newFakeFlow(t, "orders")
+	f := newPlanFlow(t, "orders")
 	f.opts.EmitOffsetSyncs = new(false)
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)

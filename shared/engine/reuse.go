@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
 // reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
@@ -36,6 +37,12 @@ type reused struct {
 	inflight atomic.Int64
 	space    chan struct{}
 
+	// syncWriter applies MM2's offset-sync rules across all calls, as one long-running
+	// MirrorSourceTask does (a writer per call would sync every call's first record);
+	// promoted is when its delayed syncs were last promoted.
+	syncWriter *offsetsync.Writer
+	promoted   time.Time
+
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
 	// offsetsCreating is the offsets topic a first start's warm-up is creating while copies
@@ -48,9 +55,20 @@ type preparedTopic struct {
 	at         time.Time
 }
 
-func (r *reused) close() {
+func (r *reused) close(e *Engine) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.syncCl != nil && r.syncWriter != nil {
+		// The newest position of every partition gets its sync before the process ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		topic, _ := e.OffsetSyncsTopic()
+		s := newEmitter(e, r.syncCl, topic, true)
+		s.w = r.syncWriter
+		if err := s.finish(ctx); err != nil {
+			e.log.Warn("last offset syncs not written", "err", err)
+		}
+		cancel()
+	}
 	for _, cl := range []*kgo.Client{r.prod, r.posProd, r.syncCl} {
 		if cl != nil {
 			cl.Close()
@@ -137,7 +155,24 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 		}
 		r.syncCl = cl
 	}
-	return newEmitter(e, r.syncCl, topic, true), nil
+	if r.syncWriter == nil {
+		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
+	}
+	s := newEmitter(e, r.syncCl, topic, true)
+	s.w = r.syncWriter
+	return s, nil
+}
+
+// promoteOften reports whether delayed offset syncs of the shared writer may be promoted now:
+// at most about once a second, for callers that write a record at a time (payload mode).
+func (r *reused) promoteOften() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.promoted) < time.Second {
+		return false
+	}
+	r.promoted = time.Now()
+	return true
 }
 
 // preparedRecently reports whether the remote topic of topic was checked with this many
@@ -164,6 +199,19 @@ func (e *Engine) preparedPartitions(topic string) (int32, bool) {
 		return 0, false
 	}
 	return p.partitions, true
+}
+
+// preparedTopics returns every topic checked so far (by the warm-up or a call) with its
+// partition count as last seen, whatever its age: the topics a shared copy sweeps.
+func (e *Engine) preparedTopics() map[string]int32 {
+	r := &e.reuse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int32, len(r.prepared))
+	for t, p := range r.prepared {
+		out[t] = p.partitions
+	}
+	return out
 }
 
 func (e *Engine) rememberPrepared(topic string, partitions int32) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -16,23 +17,36 @@ const maxConcurrentCopies = 8
 // maxPartitionsPerRun bounds the partitions one shared copy takes.
 const maxPartitionsPerRun = 512
 
-// copyRuns coalesces CopyPartition calls into shared copies. Event-driven callers ask for one
-// partition per call, and a KafkaSource that starts, or one that follows many new topics,
-// asks for many partitions at once. A copy per call connects its own source consumer, plans
-// alone and stores its positions alone; 50 such copies of small topics took 3-4 s on a
-// 2-core machine where one copy of all 50 (a burst) takes about one. So at most
-// maxConcurrentCopies copies fetch at a time, and when one stops fetching, the calls that
-// queued meanwhile go together into the next: one consumer, one plan, one position write for
-// all. A copy about to start first waits briefly (gatherMax) for calls still on their way.
+// copyRuns is the one layer that coalesces event-driven copies (CopyPartition). Event-driven
+// callers ask for one partition per call, KafkaSource sends one event per record, and its
+// dispatcher serves partitions one after another; a copy per call would connect its own source
+// consumer, plan alone and store its positions alone. So:
+//
+//   - a call for an offset this process already made durable is answered at once, from
+//     Engine.known, without a copy;
+//   - at most max copies run at once; when one stops fetching, the calls that queued meanwhile
+//     go together into the next: one consumer, one plan, one position write for all. A copy
+//     about to start first waits briefly (gatherMax) for calls still on their way;
+//   - a copy also takes every other selected partition that has lag and is not being copied
+//     (the sweep), so the target trails the source by about one copy whatever order, rate or
+//     subset of events arrives: the events of the partitions it swept are then answered from
+//     memory;
+//   - a partition is in at most one running copy (busy): a call for a busy partition waits in
+//     the queue until that copy has stored its positions, and is then usually answered from
+//     memory.
 //
 // A shared copy answers its calls when it ends, all together. If it fails, its partitions are
 // copied again one by one, so one partition's failure (a record the target refuses) does not
 // fail the others. It stops early (positions stored) only when every call waiting for it
 // has given up.
+//
+// Ownership: every field is guarded by mu, and so are the run and abandoned fields of the
+// calls.
 type copyRuns struct {
 	mu       sync.Mutex
 	queue    []*copyCall
-	running  int // loops running copies, at most max
+	busy     map[TP]bool // partitions of running copies, until their positions are stored
+	running  int         // loops running copies, at most max
 	max      int
 	arriving int // calls on their way to the queue (checking and preparing their topic)
 }
@@ -75,6 +89,7 @@ type copyCall struct {
 	tp     TP
 	remote string
 	limit  int64           // copy offsets below limit; < 0: up to the end seen when the copy plans
+	need   int64           // the offset the caller needs durable; < 0: none in particular
 	ctx    context.Context // the caller's, for its values only
 	start  time.Time
 	solo   bool // copy it alone (after a shared copy failed)
@@ -153,28 +168,45 @@ func (e *Engine) enqueue(call *copyCall, arrived func()) {
 }
 
 // take removes the next copy's calls from the queue: a solo call alone, otherwise every
-// queued call of a distinct partition (up to maxPartitionsPerRun). Called under r.mu.
-func (r *copyRuns) take() []*copyCall {
-	if len(r.queue) == 0 {
-		return nil
-	}
-	if r.queue[0].solo {
-		c := r.queue[0]
-		r.queue = slices.Delete(r.queue, 0, 1)
-		return []*copyCall{c}
-	}
-	seen := map[TP]bool{}
+// queued call of a distinct partition that no running copy holds (up to maxPartitionsPerRun).
+// Calls for offsets made durable meanwhile are answered on the way. The partitions taken become
+// busy. Called under r.mu.
+func (e *Engine) take() []*copyCall {
+	r := &e.runs
 	var batch, rest []*copyCall
+	seen := map[TP]bool{}
+	solo := false
 	for _, c := range r.queue {
-		if c.solo || seen[c.tp] || len(batch) == maxPartitionsPerRun {
+		if c.need >= 0 {
+			if n, ok := e.known.get(c.tp); ok && n > c.need {
+				c.sum, c.err = e.answered(c.start, c.tp, c.remote), nil
+				close(c.done)
+				continue
+			}
+		}
+		switch {
+		case solo, r.busy[c.tp], seen[c.tp], len(batch) == maxPartitionsPerRun,
+			c.solo && len(batch) > 0, !c.solo && len(batch) > 0 && batch[0].solo:
 			rest = append(rest, c)
 			continue
 		}
 		seen[c.tp] = true
 		batch = append(batch, c)
+		solo = c.solo
 	}
 	r.queue = rest
+	if r.busy == nil {
+		r.busy = map[TP]bool{}
+	}
+	for _, c := range batch {
+		r.busy[c.tp] = true
+	}
 	return batch
+}
+
+// answered is the outcome of a call answered from memory: nothing to copy.
+func (e *Engine) answered(start time.Time, tp TP, remote string) Summary {
+	return e.finishSummary(start, []partResult{{tp: tp, remote: remote, next: -1}}, ReasonDone, nil)
 }
 
 // runCopies runs shared copies until the queue is empty. A copy holds the loop while it
@@ -187,7 +219,7 @@ func (e *Engine) runCopies() {
 	for {
 		r.gather()
 		r.mu.Lock()
-		batch := r.take()
+		batch := e.take()
 		if len(batch) == 0 {
 			r.running--
 			r.mu.Unlock()
@@ -211,8 +243,9 @@ func (e *Engine) runCopies() {
 	}
 }
 
-// runShared copies the partitions of batch in one run and answers each call with its own
-// partition's part of the outcome. fetched is called when the run stops fetching.
+// runShared copies the partitions of batch, and the sweep (other lagging partitions), in one
+// run and answers each call with its own partition's part of the outcome. fetched is called
+// when the run stops fetching. Its partitions stop being busy once it has ended.
 func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func()) {
 	start := time.Now()
 	tps := make([]TP, len(batch))
@@ -225,16 +258,32 @@ func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func(
 			limit[c.tp] = c.limit
 		}
 	}
+	var swept []TP
+	if !batch[0].solo && !e.opts.NoSweep {
+		swept = e.sweep(ctx, tps, remote)
+		tps = append(tps, swept...)
+	}
+	settled := make(chan struct{})
 	bo := BurstOptions{fetched: func() {
-		e.log.Debug("shared copy fetched", "partitions", len(batch), "elapsed", time.Since(start).String())
+		e.log.Debug("shared copy fetched", "partitions", len(batch), "swept", len(swept), "elapsed", time.Since(start).String())
 		fetched()
-	}}
+	}, settled: func() { close(settled) }}
+	defer func() {
+		select {
+		case <-settled:
+			e.release(tps)
+		default:
+			go func() { // records still in flight: the copier settles them (at most settleMax)
+				<-settled
+				e.release(tps)
+			}()
+		}
+	}()
 	sum, err := e.runWith(ctx, start, bo, tps, remote, limit, true, nil)
 	if err != nil && len(batch) > 1 {
 		e.log.Warn("shared copy failed; copying its partitions again one by one", "partitions", len(batch), "err", err)
 		r := &e.runs
 		r.mu.Lock()
-		var again bool
 		for _, c := range slices.Backward(batch) {
 			if c.abandoned {
 				// Nobody waits for it, or its last caller waits for this outcome.
@@ -242,25 +291,86 @@ func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func(
 				close(c.done)
 				continue
 			}
-			// At the queue's head: a loop takes them next.
+			// At the queue's head: a loop takes them next (once release made them free).
 			c.solo, c.run = true, nil
 			r.queue = slices.Insert(r.queue, 0, c)
-			again = true
-		}
-		start := again && r.running < r.max
-		if start {
-			r.running++
 		}
 		r.mu.Unlock()
-		if start {
-			go e.runCopies()
-		}
 		return
 	}
 	for _, c := range batch {
 		c.sum, c.err = e.partSummary(sum, c, start, err)
 		close(c.done)
 	}
+}
+
+// release frees the partitions of a copy that ended and starts a loop for calls that waited
+// for them.
+func (e *Engine) release(tps []TP) {
+	r := &e.runs
+	r.mu.Lock()
+	for _, tp := range tps {
+		delete(r.busy, tp)
+	}
+	start := len(r.queue) > 0 && r.running < r.max
+	if start {
+		r.running++
+	}
+	r.mu.Unlock()
+	if start {
+		go e.runCopies()
+	}
+}
+
+// maxSwept bounds the partitions a shared copy adds to its calls' partitions.
+const maxSwept = 2048
+
+// sweep returns the selected partitions, besides have, that have lag and that no running copy
+// holds, marked busy. They are those of the topics checked by the warm-up or by earlier calls
+// whose end offset lies beyond what this process knows to be durable (or whose durable offset
+// is unknown). It is best effort: a failure to list end offsets sweeps nothing.
+func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string) []TP {
+	topics := e.preparedTopics()
+	if len(topics) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(topics))
+	_, ends, err := listOffsetsOnce(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
+	if err != nil {
+		e.log.Debug("sweep skipped: listing source end offsets", "err", err)
+		return nil
+	}
+	skip := make(map[TP]bool, len(have))
+	for _, tp := range have {
+		skip[tp] = true
+	}
+	r := &e.runs
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []TP
+	for _, t := range names {
+		for p := range topics[t] { // partitions 0..n-1
+			tp := TP{t, p}
+			o, ok := ends.Lookup(t, p)
+			if !ok || o.Err != nil || skip[tp] || r.busy[tp] {
+				continue
+			}
+			if n, known := e.known.get(tp); known {
+				if n > o.Offset {
+					e.known.forget(tp) // the partition is shorter than what was copied: it started over
+				} else if n == o.Offset {
+					continue
+				}
+			}
+			if len(out) == maxSwept {
+				return out
+			}
+			out = append(out, tp)
+			r.busy[tp] = true
+			remote[t] = e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, t)
+		}
+	}
+	return out
 }
 
 // partSummary is the part of a shared copy's summary that concerns call's partition, timed

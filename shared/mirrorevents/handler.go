@@ -15,6 +15,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/serve"
 )
 
@@ -33,13 +34,17 @@ type Copier interface {
 	CopyThrough(ctx context.Context, topic string, partition int32, offset int64) (next int64, err error)
 	// WriteAt writes rec (payload mode) as the copy of source offset rec.Offset of
 	// topic/partition, which is the partition's next offset to copy, and returns once the
-	// record, its offset sync and the position rec.Offset are durable.
+	// record, its offset sync and the position rec.Offset are durable. It returns an error
+	// wrapping ErrBehind if earlier offsets turn out not to be on the target.
 	WriteAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error
 	// Burst runs one burst and returns its JSON-able summary.
 	Burst(ctx context.Context) (any, error)
 	// Ready reports whether both clusters are reachable.
 	Ready(ctx context.Context) error
 }
+
+// ErrBehind is WriteAt's error when records before the payload's offset are not on the target.
+var ErrBehind = engine.ErrBehind
 
 // PermanentError marks an error no retry can fix (answered 400).
 type PermanentError struct{ Err error }
@@ -110,19 +115,15 @@ type tp struct {
 
 // partition is the handler's knowledge of one source partition.
 type partition struct {
-	mu     sync.Mutex
-	next   int64   // every source offset < next is durable on the target; -1 unknown
-	flight *flight // running copy, nil if none
-	want   int64   // highest offset requested while flight ran
+	mu   sync.Mutex
+	next int64 // every source offset < next is durable on the target; -1 unknown
 
 	write chan struct{} // payload mode: one writer per partition (a lock that respects ctx)
 }
 
-// flight is one running copy or burst that several requests may wait on.
+// flight is one running burst that several requests may wait on.
 type flight struct {
-	through int64
 	done    chan struct{}
-	next    int64
 	summary any
 	err     error
 }
@@ -225,101 +226,57 @@ func (h *Handler) part(k tp) *partition {
 	defer h.mu.Unlock()
 	p := h.parts[k]
 	if p == nil {
-		p = &partition{next: -1, want: -1, write: make(chan struct{}, 1)}
+		p = &partition{next: -1, write: make(chan struct{}, 1)}
 		h.parts[k] = p
 	}
 	return p
 }
 
-// fetch makes offset durable on the target: at once if this process already knows it is, else
-// by joining a running copy of the partition that will cover it, else by starting one that
-// copies through at least the highest offset requested meanwhile.
+// fetch makes offset durable on the target: at once if this process already knows it is,
+// else through the copier, which coalesces the copies of all events (the engine's copyRuns).
+// The copy runs detached from the request, bounded by CopyTimeout: a dispatcher that gives up
+// on a request does not abort a copy others wait for, and the next event finds its progress.
 func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 	p := h.part(k)
-	for {
-		p.mu.Lock()
-		if p.next > offset {
-			p.mu.Unlock()
-			return nil
-		}
-		if f := p.flight; f != nil {
-			p.want = max(p.want, offset)
-			p.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if p.nextKnown() > offset {
-				return nil // covered, even if the copy as a whole did not finish
-			}
-			if f.err != nil && f.through >= offset {
-				var pe *PermanentError
-				if errors.As(f.err, &pe) && offset < f.through {
-					// The copy was asked for a larger offset (another event's) and that
-					// offset can never be copied: this event's own offset may well be.
-					continue
-				}
-				return f.err // the copy meant to cover this offset failed
-			}
-			continue
-		}
-		f := &flight{through: max(offset, p.want), done: make(chan struct{})}
-		p.want = -1
-		p.flight = f
-		p.mu.Unlock()
-		h.wg.Add(1)
-		go h.runCopy(k, p, f)
+	if p.nextKnown() > offset {
+		return nil
 	}
-}
-
-// runCopy runs one shared copy, detached from the requests that wait on it.
-func (h *Handler) runCopy(k tp, p *partition, f *flight) {
-	defer h.wg.Done()
-	ctx, cancel := context.WithTimeout(h.ctx, h.opts.CopyTimeout)
-	defer cancel()
-	start := time.Now()
-	// A partition this process has not copied yet goes to the copier at once: the copy reads
-	// the stored position itself and copies nothing when it already covers the event (a
-	// redelivery after a restart). Reading it here first cost every first event a second read.
-	if known := p.nextKnown(); known > f.through {
-		f.next = known
-	} else {
+	done := make(chan error, 1)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		cctx, cancel := context.WithTimeout(h.ctx, h.opts.CopyTimeout)
+		defer cancel()
+		start := time.Now()
 		h.copyMu.RLock()
-		f.next, f.err = h.c.CopyThrough(ctx, k.topic, k.partition, f.through)
+		next, err := h.c.CopyThrough(cctx, k.topic, k.partition, offset)
 		h.copyMu.RUnlock()
-		if f.err == nil && f.next <= f.through {
-			f.err = fmt.Errorf("copy of %s[%d] ended at %d, before offset %d", k.topic, k.partition, f.next, f.through)
-		}
-		if f.err != nil {
-			h.log.Warn("copy failed", "topic", k.topic, "partition", k.partition, "through", f.through, "err", f.err)
-			var pe *PermanentError
-			if !errors.As(f.err, &pe) {
-				// A copy that stopped part-way (its time budget, a lost cluster) committed
-				// what it copied: learn how far, so the events it covered are answered.
-				pctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
-				if n, ok, err := h.c.Position(pctx, k.topic, k.partition); err == nil && ok {
-					f.next = n
-				}
-				cancel()
-			}
+		if err != nil {
+			h.log.Warn("copy failed", "topic", k.topic, "partition", k.partition, "offset", offset, "err", err)
 		} else {
-			h.log.Debug("copied", "topic", k.topic, "partition", k.partition, "through", f.through, "next", f.next, "duration_ms", time.Since(start).Milliseconds())
+			p.advance(next)
+			h.log.Debug("copied", "topic", k.topic, "partition", k.partition, "offset", offset, "next", next, "duration_ms", time.Since(start).Milliseconds())
 		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	p.mu.Lock()
-	if f.next > p.next {
-		p.next = f.next
-	}
-	p.flight = nil
-	p.mu.Unlock()
-	close(f.done)
 }
 
 func (p *partition) nextKnown() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.next
+}
+
+func (p *partition) advance(next int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next = max(p.next, next)
 }
 
 // payload writes the event's record if it is the partition's next offset. An offset already
@@ -344,9 +301,7 @@ func (h *Handler) payload(ctx context.Context, k tp, re RecordEvent) error {
 		}
 		if ok {
 			next = n
-			p.mu.Lock()
-			p.next = max(p.next, n)
-			p.mu.Unlock()
+			p.advance(n)
 		}
 	}
 	switch {
@@ -356,12 +311,15 @@ func (h *Handler) payload(ctx context.Context, k tp, re RecordEvent) error {
 		h.copyMu.RLock()
 		err := h.c.WriteAt(ctx, k.topic, k.partition, re.Record)
 		h.copyMu.RUnlock()
+		if errors.Is(err, ErrBehind) {
+			// A copy of the partition ran meanwhile (a burst) or the position moved: fill the
+			// gap from the source.
+			return h.fetch(ctx, k, re.Offset)
+		}
 		if err != nil {
 			return err
 		}
-		p.mu.Lock()
-		p.next = max(p.next, re.Offset+1)
-		p.mu.Unlock()
+		p.advance(re.Offset + 1)
 		return nil
 	default:
 		h.log.Info("payload event beyond the stored position: fetching the gap from the source",

@@ -181,36 +181,6 @@ func TestFetchCopiesOnceAndAnswersRedeliveriesAtOnce(t *testing.T) {
 	}
 }
 
-func TestFetchCoalescesConcurrentEvents(t *testing.T) {
-	f := newFake()
-	f.ends[tp{"orders", 1}] = 100
-	f.gate = make(chan struct{})
-	_, hh := newTestHandler(t, f, Options{})
-	var wg sync.WaitGroup
-	codes := make([]int, 50)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i], _ = post(t, hh, kafkaEvent("orders", 1, int64(i*2)))
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // let them all queue behind the first copy
-	close(f.gate)
-	wg.Wait()
-	for i, c := range codes {
-		if c != 200 {
-			t.Fatalf("event %d: %d", i, c)
-		}
-	}
-	if n := f.copies.Load(); n > 2 {
-		t.Fatalf("%d copies for 50 concurrent events, want at most 2 (one running, one for the rest)", n)
-	}
-	if got := len(f.written[tp{"orders", 1}]); got != 100 {
-		t.Fatalf("%d records written, want 100 exactly once", got)
-	}
-}
-
 // TestRedeliveryAfterRestart: an event a previous process already copied (the stored position
 // covers it) is answered 200 after one copy that resumes from the stored position: nothing is
 // written twice.
@@ -340,72 +310,6 @@ func TestPayloadMode(t *testing.T) {
 	want := []int64{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
 	if fmt.Sprint(f.written[k]) != fmt.Sprint(want) {
 		t.Fatalf("written %v, want %v", f.written[k], want)
-	}
-}
-
-// TestBogusOffsetDoesNotFailWaiters: an event with an impossible offset joins the copy queue of
-// a partition; the legitimate events coalesced with it still succeed, only it gets 400.
-func TestBogusOffsetDoesNotFailWaiters(t *testing.T) {
-	f := newFake()
-	f.ends[tp{"orders", 0}] = 10
-	f.gate = make(chan struct{})
-	_, hh := newTestHandler(t, f, Options{})
-	var wg sync.WaitGroup
-	codes := map[int64]int{}
-	var mu sync.Mutex
-	for _, off := range []int64{1 << 40, 0, 5, 7} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, _ := post(t, hh, kafkaEvent("orders", 0, off))
-			mu.Lock()
-			codes[off] = code
-			mu.Unlock()
-		}()
-		time.Sleep(50 * time.Millisecond)
-	}
-	close(f.gate)
-	wg.Wait()
-	if codes[0] != 200 || codes[5] != 200 || codes[7] != 200 || codes[1<<40] != 400 {
-		t.Fatalf("codes %v", codes)
-	}
-}
-
-// TestPartialCopyAnswersCoveredEvents: a copy that stops part-way (its time budget) committed
-// what it copied; events it covered get 200, the others 503, and a retry finishes.
-func TestPartialCopyAnswersCoveredEvents(t *testing.T) {
-	f := newFake()
-	f.ends[tp{"orders", 0}] = 100
-	f.stopAt = 40
-	f.gate = make(chan struct{})
-	_, hh := newTestHandler(t, f, Options{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	codes := map[int64]int{}
-	for _, off := range []int64{10, 39, 40, 90} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, _ := post(t, hh, kafkaEvent("orders", 0, off))
-			mu.Lock()
-			codes[off] = code
-			mu.Unlock()
-		}()
-		time.Sleep(30 * time.Millisecond)
-	}
-	close(f.gate)
-	wg.Wait()
-	if codes[10] != 200 || codes[39] != 200 || codes[40] != 503 || codes[90] != 503 {
-		t.Fatalf("codes %v", codes)
-	}
-	f.mu.Lock()
-	f.stopAt = 0
-	f.mu.Unlock()
-	if code, body := post(t, hh, kafkaEvent("orders", 0, 90)); code != 200 {
-		t.Fatalf("retry: %d %s", code, body)
-	}
-	if n := len(f.written[tp{"orders", 0}]); n != 100 {
-		t.Fatalf("%d written, want 100", n)
 	}
 }
 

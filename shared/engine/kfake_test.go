@@ -1,0 +1,471 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+)
+
+// Fast tests of the engine's rules on franz-go's in-memory kfake clusters: planning, positions,
+// offset syncs, coalescing and failure handling, in seconds and without brokers. What only real
+// brokers show (transactions, compaction, topic configs, KRaft timing) stays in the real-broker
+// tests beside these.
+
+// fakeFlow is a flow between two kfake clusters.
+type fakeFlow struct {
+	t        *testing.T
+	src, tgt *kfake.Cluster
+	opts     Options
+	logs     *lineCounter
+}
+
+// lineCounter is a slog.Handler counting messages (and keeping them for failure output).
+type lineCounter struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lineCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r.Message)
+	return nil
+}
+func (l *lineCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *lineCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *lineCounter) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.lines {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+func newFakeFlow(t *testing.T, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
+	t.Helper()
+	mk := func(extra ...kfake.Opt) *kfake.Cluster {
+		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, extra...)...)
+		if err != nil {
+			t.Fatalf("kfake cluster: %v", err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	f := &fakeFlow{t: t, src: mk(opts...), tgt: mk(), logs: &lineCounter{}}
+	adm := kadm.NewClient(f.client(Source))
+	for name, parts := range topics {
+		if _, err := adm.CreateTopic(context.Background(), parts, 1, nil, name); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+	}
+	f.opts = Options{SourceAlias: "src", TargetAlias: "tgt", OffsetStoragePartitions: 5}
+	return f
+}
+
+func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+	c := f.src
+	if side == Target {
+		c = f.tgt
+	}
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, extra...)...)
+}
+
+func (f *fakeFlow) client(side Side, extra ...kgo.Opt) *kgo.Client {
+	f.t.Helper()
+	cl, err := f.dial(context.Background(), side, extra...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (f *fakeFlow) engine() *Engine {
+	f.t.Helper()
+	e, err := New(context.Background(), f.opts, f.dial, slog.New(f.logs))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(e.Close)
+	return e
+}
+
+// produce writes n records to each partition of topic: key k<p>-<i>, value, a header, a
+// timestamp of its own. It returns them as written (with offsets).
+func (f *fakeFlow) produce(topic string, parts int32, n int) []*kgo.Record {
+	f.t.Helper()
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	base := time.UnixMilli(1_700_000_000_000)
+	for p := range parts {
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p,
+				Key: fmt.Appendf(nil, "k%d-%d", p, i), Value: bytes.Repeat([]byte{byte(i)}, 10+i%7),
+				Headers:   []kgo.RecordHeader{{Key: "h", Value: fmt.Appendf(nil, "v%d", i)}},
+				Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		f.t.Fatalf("producing to %s: %v", topic, err)
+	}
+	return recs
+}
+
+// readAll returns every record of topic on side, by partition and offset.
+func (f *fakeFlow) readAll(side Side, topic string) []*kgo.Record {
+	f.t.Helper()
+	adm := kadm.NewClient(f.client(side))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	want := 0
+	offs := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		want += int(o.Offset)
+		offs[o.Partition] = kgo.NewOffset().AtStart()
+	})
+	var out []*kgo.Record
+	if want > 0 {
+		cl := f.client(side, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+		for len(out) < want {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				f.t.Fatalf("reading %s: %d of %d records: %v", topic, len(out), want, err)
+			}
+			out = append(out, fs.Records()...)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Offset < out[j].Offset
+	})
+	return out
+}
+
+// assertCopied checks that the remote topic holds exactly want, byte for byte, in the same
+// partitions and order.
+func (f *fakeFlow) assertCopied(want []*kgo.Record, remote string) {
+	f.t.Helper()
+	got := f.readAll(Target, remote)
+	sort.SliceStable(want, func(i, j int) bool { return want[i].Partition < want[j].Partition })
+	if len(got) != len(want) {
+		f.t.Fatalf("%s has %d records, want %d", remote, len(got), len(want))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if g.Partition != w.Partition || !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) ||
+			!g.Timestamp.Equal(w.Timestamp) || fmt.Sprint(g.Headers) != fmt.Sprint(w.Headers) {
+			f.t.Fatalf("record %d on %s: got p%d %q=%q %v %v, want p%d %q=%q %v %v", i, remote,
+				g.Partition, g.Key, g.Value, g.Timestamp, g.Headers, w.Partition, w.Key, w.Value, w.Timestamp, w.Headers)
+		}
+	}
+}
+
+// positions returns the stored positions (Connect offsets records) of the flow, newest wins.
+func (f *fakeFlow) positions() map[TP]int64 {
+	f.t.Helper()
+	out := map[TP]int64{}
+	for _, r := range f.readAll(Target, "mm2-offsets.src.internal") {
+		k, err := mm2.DecodeOffsetKey(r.Key)
+		if err != nil {
+			f.t.Fatalf("undecodable position key %q: %v", r.Key, err)
+		}
+		if k.Connector != mm2.SourceConnector || k.Cluster != "src" {
+			f.t.Fatalf("position key %q: connector %q cluster %q", r.Key, k.Connector, k.Cluster)
+		}
+		if want := mm2.KeyPartition(r.Key, 5); r.Partition != want {
+			f.t.Fatalf("position %q in offsets partition %d, Connect puts it in %d", r.Key, r.Partition, want)
+		}
+		v, err := mm2.DecodeOffsetValue(r.Value)
+		if err != nil {
+			f.t.Fatalf("position value %q: %v", r.Value, err)
+		}
+		out[TP{k.Topic, k.Partition}] = v
+	}
+	return out
+}
+
+// countRequests counts requests of kind key that a cluster receives.
+func countRequests(c *kfake.Cluster, key kmsg.Key) *sync.Map {
+	var counts sync.Map
+	var mu sync.Mutex
+	n := 0
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		n++
+		counts.Store("n", n)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	return &counts
+}
+
+func loaded(m *sync.Map) int {
+	v, _ := m.Load("n")
+	n, _ := v.(int)
+	return n
+}
+
+func TestFakeBurstCopiesAndStoresPositions(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 3})
+	recs := f.produce("orders", 3, 40)
+	e := f.engine()
+	s, err := e.Burst(context.Background(), BurstOptions{})
+	if err != nil {
+		t.Fatalf("burst: %v (%+v)", err, s)
+	}
+	if s.Records != 120 || s.Lag != 0 || s.Reason != ReasonDone {
+		t.Fatalf("summary %+v, want 120 records, lag 0, done", s)
+	}
+	f.assertCopied(recs, "src.orders")
+	pos := f.positions()
+	for p := range int32(3) {
+		if pos[TP{"orders", p}] != 39 {
+			t.Errorf("position of orders-%d = %d, want 39", p, pos[TP{"orders", p}])
+		}
+	}
+	// Offset syncs (MM2's encoding, partition 0 of the source-side topic): the first record of
+	// each partition, and its last one (a delayed sync promoted at the end).
+	syncs := map[int32][]mm2.OffsetSync{}
+	for _, r := range f.readAll(Source, "mm2-offset-syncs.tgt.internal") {
+		sy, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil || r.Partition != 0 {
+			t.Fatalf("offset sync %q/%q in partition %d: %v", r.Key, r.Value, r.Partition, err)
+		}
+		syncs[sy.Partition] = append(syncs[sy.Partition], sy)
+	}
+	for p := range int32(3) {
+		ss := syncs[p]
+		if len(ss) < 2 || ss[0].UpstreamOffset != 0 || ss[len(ss)-1].UpstreamOffset != 39 || ss[len(ss)-1].DownstreamOffset != 39 {
+			t.Errorf("offset syncs of orders-%d: %+v; want 0->0 first and 39->39 last", p, ss)
+		}
+	}
+}
+
+// TestFakeMaxRecordsPositions: a burst stopped by its record budget stores positions that
+// cover exactly the records it copied, and the next burst copies the rest, nothing twice.
+func TestFakeMaxRecordsPositions(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 50)
+	e := f.engine()
+	s, err := e.Burst(context.Background(), BurstOptions{MaxRecords: 30})
+	if err != nil || s.Reason != ReasonMaxRecords || s.Records != 30 || s.Lag != 70 {
+		t.Fatalf("first burst: %+v, %v; want 30 records, lag 70, max-records", s, err)
+	}
+	pos := f.positions()
+	var covered int64
+	for _, p := range pos {
+		covered += p + 1
+	}
+	if covered != 30 {
+		t.Fatalf("positions %v cover %d records, want the 30 copied", pos, covered)
+	}
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 70 {
+		t.Fatalf("second burst: %+v, %v; want the 70 left", s, err)
+	}
+	f.assertCopied(recs, "src.orders")
+}
+
+// TestFakeLatestStoresPositionAtOnce: with auto.offset.reset=latest a partition without a
+// position starts at its end, and that position is stored even though nothing is copied, so
+// records arriving before the next burst are not skipped.
+func TestFakeLatestStoresPositionAtOnce(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 5)
+	f.opts.AutoOffsetResetLatest = true
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 0 {
+		t.Fatalf("burst: %+v, %v", s, err)
+	}
+	if p := f.positions()[TP{"orders", 0}]; p != 4 {
+		t.Fatalf("position %d, want 4 (the end at the first burst, minus one)", p)
+	}
+	later := f.produce("orders", 1, 3)
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 3 {
+		t.Fatalf("second burst: %+v, %v; want the 3 new records", s, err)
+	}
+	f.assertCopied(later, "src.orders")
+}
+
+// TestFakeSweepAndMemory: under KafkaSource's dispatcher events arrive one partition after
+// another. The first event's copy takes every lagging partition of the topics checked at
+// start (the sweep); the events of the other partitions are then answered from memory, with no
+// copy and no request to the source; a record that arrives later is copied by its event.
+func TestFakeSweepAndMemory(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"a": 3, "b": 1})
+	recs := append(f.produce("a", 3, 20), f.produce("b", 1, 20)...)
+	e := f.engine()
+	ctx := context.Background()
+	if err := e.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := e.CopyThrough(ctx, "a", 0, 0)
+	if err != nil || next != 20 {
+		t.Fatalf("first event: next %d, %v; want 20", next, err)
+	}
+	var wantA, wantB []*kgo.Record
+	for _, r := range recs {
+		if r.Topic == "a" {
+			wantA = append(wantA, r)
+		} else {
+			wantB = append(wantB, r)
+		}
+	}
+	f.assertCopied(wantA, "src.a")
+	f.assertCopied(wantB, "src.b")
+	fetches := countRequests(f.src, kmsg.Fetch)
+	lists := countRequests(f.src, kmsg.ListOffsets)
+	for _, tp := range []TP{{"a", 1}, {"a", 2}, {"b", 0}} {
+		for off := range int64(20) {
+			if n, err := e.CopyThrough(ctx, tp.Topic, tp.Partition, off); err != nil || n != 20 {
+				t.Fatalf("event %s@%d: next %d, %v", tp, off, n, err)
+			}
+		}
+	}
+	if n, m := loaded(fetches), loaded(lists); n != 0 || m != 0 {
+		t.Fatalf("events for swept records sent %d fetch and %d list-offsets requests to the source, want none", n, m)
+	}
+	if n := f.logs.count("shared copy fetched"); n != 1 {
+		t.Fatalf("%d shared copies, want 1", n)
+	}
+	more := f.produce("b", 1, 2)
+	if n, err := e.CopyThrough(ctx, "b", 0, 21); err != nil || n != 22 {
+		t.Fatalf("event for a new record: next %d, %v; want 22", n, err)
+	}
+	f.assertCopied(append(wantB, more...), "src.b")
+	pos := f.positions()
+	for tp, want := range map[TP]int64{{"a", 0}: 19, {"a", 1}: 19, {"a", 2}: 19, {"b", 0}: 21} {
+		if pos[tp] != want {
+			t.Errorf("position of %s = %d, want %d", tp, pos[tp], want)
+		}
+	}
+}
+
+// TestFakeConcurrentEventsCopiedOnce: many events of one partition at once (an unordered
+// KafkaSource) share copies, every record reaches the target once, and an event naming an
+// offset beyond the partition's end fails alone with ErrNoSuchRecord.
+func TestFakeConcurrentEventsCopiedOnce(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	recs := f.produce("orders", 1, 200)
+	e := f.engine()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 51)
+	for i := range 50 {
+		wg.Go(func() { _, errs[i] = e.CopyThrough(ctx, "orders", 0, int64(i*4)) })
+	}
+	wg.Go(func() { _, errs[50] = e.CopyThrough(ctx, "orders", 0, 1<<40) })
+	wg.Wait()
+	for i, err := range errs[:50] {
+		if err != nil {
+			t.Errorf("event %d: %v", i, err)
+		}
+	}
+	if !errors.Is(errs[50], ErrNoSuchRecord) {
+		t.Errorf("event beyond the end: %v, want ErrNoSuchRecord", errs[50])
+	}
+	if n := f.logs.count("shared copy fetched"); n > 3 {
+		t.Errorf("%d copies for 51 events, want at most 3", n)
+	}
+	f.assertCopied(recs, "src.orders")
+}
+
+// TestFakeWriteRecordAt: a payload record is written as the copy of its source offset only
+// when that offset is the partition's next one: same bytes, the source timestamp, its position
+// and offset sync; a redelivery writes nothing; a record ahead of the next offset is refused with
+// ErrBehind.
+func TestFakeWriteRecordAt(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 2)
+	f.opts.NoSweep = true
+	e := f.engine()
+	ctx := context.Background()
+	if _, err := e.CopyThrough(ctx, "orders", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.UnixMilli(1_700_000_123_456)
+	rec := &kgo.Record{Offset: 2, Key: []byte("k"), Value: []byte("payload"), Timestamp: ts,
+		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/plain")}}}
+	if err := e.WriteRecordAt(ctx, "orders", 0, &kgo.Record{Offset: 3, Value: []byte("early")}); !errors.Is(err, ErrBehind) {
+		t.Fatalf("record ahead of the next offset: %v, want ErrBehind", err)
+	}
+	for range 2 { // the second is a redelivery
+		if err := e.WriteRecordAt(ctx, "orders", 0, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.readAll(Target, "src.orders")
+	if len(got) != 3 {
+		t.Fatalf("%d records on the target, want 3", len(got))
+	}
+	g := got[2]
+	if string(g.Key) != "k" || string(g.Value) != "payload" || !g.Timestamp.Equal(ts) || fmt.Sprint(g.Headers) != fmt.Sprint(rec.Headers) {
+		t.Fatalf("payload record on the target: %q=%q %v %v", g.Key, g.Value, g.Timestamp, g.Headers)
+	}
+	if p := f.positions()[TP{"orders", 0}]; p != 2 {
+		t.Fatalf("position %d, want 2", p)
+	}
+	if n, ok, err := e.Next(ctx, "orders", 0); err != nil || !ok || n != 3 {
+		t.Fatalf("next %d %v %v, want 3", n, ok, err)
+	}
+}
+
+// TestFakeAckForAnotherRecordFails: an acknowledgement that is not for the oldest record in
+// flight of its partition (a record acknowledged twice, or one the partition never produced)
+// fails the partition with an internal error and stores no position past the last record
+// acknowledged in order; nothing panics. (Before acknowledgements were bound to their
+// partition's state, the promise looked the state up by remote partition and indexed an empty
+// FIFO: runtime error: index out of range [0] with length 0.)
+func TestFakeAckForAnotherRecordFails(t *testing.T) {
+	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 20, OffsetLagMax: 100}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w := &work{tp: TP{"orders", 0}, remote: "src.orders", end: 10, initPos: -2}
+	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(5), newEmitter(e, cl, "syncs", false))
+	st := c.states[0]
+	st.ctx = context.Background()
+	r0 := &kgo.Record{Offset: 0, Value: []byte("a")}
+	r1 := &kgo.Record{Offset: 1, Value: []byte("b")}
+	c.track(st, r0, recordSize(r0))
+	c.track(st, r1, recordSize(r1))
+	st.ack(r0, nil)
+	st.ack(r0, nil) // again: not the oldest in flight (r1 is)
+	stray := &kgo.Record{Offset: 7}
+	st.ack(stray, nil) // never produced by this partition
+	if err := c.error(); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Fatalf("copier error %v, want the internal error", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if p := st.position(); p != 0 {
+		t.Fatalf("position %d, want 0 (only the first record was acknowledged in order)", p)
+	}
+}
