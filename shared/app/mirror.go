@@ -48,7 +48,9 @@ func Dialer(cfg *config.Config, logger *slog.Logger) engine.DialFunc {
 		if d.err != nil {
 			return nil, d.err
 		}
-		return d.dial(ctx, extra...)
+		// The file's client overrides (producer.max.request.size, ...) go first: the engine's
+		// own options win.
+		return d.dial(ctx, append(cfg.ClientOpts(sd.String()), extra...)...)
 	}
 }
 
@@ -83,6 +85,8 @@ func EngineOptions(cfg *config.Config, lookupEnv func(string) (string, bool)) (e
 		OffsetStorageReplicationFactor:    int16(cfg.OffsetStorageReplicationFactor),
 		ExactlyOnce:                       cfg.ExactlyOnce,
 		LagGroup:                          cfg.LagGroup,
+		SyncTopicACLs:                     cfg.SyncTopicAclsEnabled,
+		FetchMaxBytes:                     int32(cfg.SourceConsumer.FetchMaxBytes), // consumer.fetch.max.bytes (0: default)
 	}
 	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
 		return engine.Options{}, err

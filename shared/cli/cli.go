@@ -155,10 +155,22 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 		return ExitConfig
 	}
 
-	cfg, cfgErr := config.Load(lookupEnv, nil)
+	// The loader logs (e.g. the MM2 properties it ignores) before the logger it configures
+	// exists: keep its records and replay them through that logger.
+	early := &recorder{}
+	var cfgs []*config.Config
+	var cfgErr error
+	if cmd == "run" {
+		// run runs every flow the file enables, as MM2 dedicated mode does.
+		cfgs, cfgErr = config.LoadFlows(lookupEnv, slog.New(early))
+	} else {
+		var cfg *config.Config
+		cfg, cfgErr = config.Load(lookupEnv, slog.New(early))
+		cfgs = []*config.Config{cfg}
+	}
 	level, format := "info", "auto"
-	if cfg != nil {
-		level, format = cfg.LogLevel, cfg.LogFormat
+	if cfgErr == nil {
+		level, format = cfgs[0].LogLevel, cfgs[0].LogFormat
 	}
 	logger, err := NewLogger(stderr, level, format)
 	if err != nil {
@@ -166,6 +178,7 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 		return ExitConfig
 	}
 	logger = logger.With("function", app.Name)
+	early.replay(ctx, logger)
 	if cfgErr != nil {
 		logger.Error("invalid configuration", "err", cfgErr.Error())
 		return ExitConfig
@@ -173,6 +186,10 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 
 	ctx, stop := signalContext(ctx, logger)
 	defer stop()
+	if len(cfgs) > 1 {
+		return runFlows(ctx, app, cfgs, lookupEnv, logger, stdout, args[1:])
+	}
+	cfg := cfgs[0]
 	rec, err := metrics.New(ctx, metrics.Options{Function: app.Name, SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
 		Prometheus: cmd == "serve", LookupEnv: lookupEnv, Logger: logger})
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -72,5 +75,72 @@ func TestNewLogger(t *testing.T) {
 	}
 	if _, err := NewLogger(&b, "info", "xml"); err == nil {
 		t.Error("format xml accepted")
+	}
+}
+
+func TestRunSeveralFlows(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/mm2.properties"
+	props := "clusters=a,b\na.bootstrap.servers=127.0.0.1:1\nb.bootstrap.servers=127.0.0.1:2\na->b.enabled=true\nb->a.enabled=true\ntasks.max=2\n"
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"MM2_CONFIG_FILE": path, "MM2_LOG_FORMAT": "json"}
+	var mu sync.Mutex
+	var flows []string
+	run := func(errs map[string]error) App {
+		return App{Name: "mirror", Run: func(_ context.Context, e Env) error {
+			f := e.Config.SourceAlias + "->" + e.Config.TargetAlias
+			mu.Lock()
+			flows = append(flows, f)
+			mu.Unlock()
+			e.Logger.Info("ran")
+			return errs[f]
+		}}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Execute(context.Background(), run(nil), []string{"run"}, env(vars), &stdout, &stderr); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	sort.Strings(flows)
+	if strings.Join(flows, ",") != "a->b,b->a" {
+		t.Errorf("flows run: %v", flows)
+	}
+	log := stderr.String()
+	if !strings.Contains(log, `"flow":"a->b"`) || !strings.Contains(log, `"flow":"b->a"`) {
+		t.Errorf("log lines do not name the flows:\n%s", log)
+	}
+	// The loader's WARN line reaches the configured logger, once.
+	if n := strings.Count(log, `"level":"WARN","msg":"MM2 property ignored","function":"mirror","key":"tasks.max"`); n != 1 {
+		t.Errorf("%d WARN lines for tasks.max:\n%s", n, log)
+	}
+	// The most serious exit code wins.
+	stderr.Reset()
+	if code := Execute(context.Background(), run(map[string]error{"b->a": fmt.Errorf("x: %w", ErrMoreToDo)}), []string{"run"}, env(vars), &stdout, &stderr); code != ExitMore {
+		t.Errorf("exit %d, want %d", code, ExitMore)
+	}
+	if code := Execute(context.Background(), run(map[string]error{"a->b": errors.New("down"), "b->a": fmt.Errorf("x: %w", ErrMoreToDo)}), []string{"run"}, env(vars), &stdout, &stderr); code != ExitFailed {
+		t.Errorf("exit %d, want %d", code, ExitFailed)
+	}
+	// serve runs one flow: it asks for MM2_FLOW.
+	stderr.Reset()
+	if code := Execute(context.Background(), App{Name: "mirror", Serve: func(context.Context, Env) error { return nil }}, []string{"serve"}, env(vars), &stdout, &stderr); code != ExitConfig || !strings.Contains(stderr.String(), "choose one with MM2_FLOW") {
+		t.Errorf("serve with two flows: exit %d\n%s", code, stderr.String())
+	}
+}
+
+func TestRefusedKeyExit2(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/mm2.properties"
+	props := "clusters=a,b\na.bootstrap.servers=127.0.0.1:1\nb.bootstrap.servers=127.0.0.1:2\na->b.enabled=true\na->b.transforms=mask\n"
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	ran := false
+	app := App{Name: "mirror", Run: func(context.Context, Env) error { ran = true; return nil }}
+	code := Execute(context.Background(), app, []string{"run"}, env(map[string]string{"MM2_CONFIG_FILE": path, "MM2_LOG_FORMAT": "json"}), &stdout, &stderr)
+	if code != ExitConfig || ran || !strings.Contains(stderr.String(), "a->b.transforms: single message transforms") {
+		t.Errorf("exit %d, ran %v\n%s", code, ran, stderr.String())
 	}
 }

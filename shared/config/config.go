@@ -47,7 +47,7 @@ type Config struct {
 
 	// Filters (MM2 regex lists; see package filter).
 	Topics                  string `envconfig:"MM2_TOPICS" mm2:"topics" default:".*" desc:"topics to replicate: comma separated regexes, whole-name match"`
-	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:".*[\\-\\.]internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
+	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:"mm2.*\\.internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
 	Groups                  string `envconfig:"MM2_GROUPS" mm2:"groups" default:".*" desc:"consumer groups to checkpoint: comma separated regexes"`
 	GroupsExclude           string `envconfig:"MM2_GROUPS_EXCLUDE" mm2:"groups.exclude" default:"console-consumer-.*, connect-.*, __.*" desc:"consumer groups never checkpointed"`
 	ConfigPropertiesExclude string `envconfig:"MM2_CONFIG_PROPERTIES_EXCLUDE" mm2:"config.properties.exclude" default:"follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas" desc:"topic configs never copied to the target"`
@@ -71,6 +71,7 @@ type Config struct {
 	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
 	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
 	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" mm2:"refresh.topics.enabled" default:"true" desc:"accepted for MM2 files: every run looks for new topics and partitions, so false has no effect (WARN)"`
+	SyncTopicAclsEnabled              bool `envconfig:"MM2_SYNC_TOPIC_ACLS_ENABLED" mm2:"sync.topic.acls.enabled" default:"true" desc:"copy the source's topic ACLs (LITERAL, not ALLOW WRITE; ALLOW ALL becomes READ) to the remote topics, once per run"`
 
 	// Positions (Connect offsets topic, shared with MM2).
 	OffsetStorageTopic             string `envconfig:"MM2_OFFSET_STORAGE_TOPIC" mm2:"offset.storage.topic" scope:"worker" defaultdoc:"mm2-offsets.<source alias>.internal" desc:"topic on the target holding replication positions (MM2's Connect offsets topic)"`
@@ -83,6 +84,11 @@ type Config struct {
 	// ReverseHeartbeatsEnabled is MM2's <target>-><source>.emit.heartbeats.enabled:
 	// MM2 also emits heartbeats to the source cluster unless disabled.
 	ReverseHeartbeatsEnabled bool `envconfig:"MM2_REVERSE_HEARTBEATS_ENABLED" mm2:"<target>-><source>.emit.heartbeats.enabled" scope:"special" default:"true" desc:"also write heartbeats to the source cluster (MM2's reverse heartbeat flow)"`
+
+	// Client overrides that matter to a replicator (the source's consumer, the target's
+	// producer); see ConsumerOverrides and ProducerOverrides.
+	SourceConsumer ConsumerOverrides `envconfig:"MM2_SOURCE" role:"source"`
+	TargetProducer ProducerOverrides `envconfig:"MM2_TARGET" role:"target"`
 
 	// mm2go's own settings.
 	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
@@ -98,7 +104,7 @@ type Config struct {
 	LogFormat             string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
 	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
 	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several"`
+	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }
 
 // ConnectError explains a failed connection to the flow's "source" or "target" cluster with

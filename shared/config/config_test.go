@@ -126,7 +126,7 @@ func TestDefaults(t *testing.T) {
 		OffsetSyncsTopicLocation:                       "source", OffsetLagMax: 100, EmitOffsetSyncsEnabled: true,
 		EmitCheckpointsEnabled: true, SyncGroupOffsetsEnabled: false,
 		ReplicationFactor: 2, OffsetSyncsTopicReplicationFactor: 3, CheckpointsTopicReplicationFactor: 3, HeartbeatsTopicReplicationFactor: 3,
-		SyncTopicConfigsEnabled: true, RefreshTopicsEnabled: true,
+		SyncTopicConfigsEnabled: true, RefreshTopicsEnabled: true, SyncTopicAclsEnabled: true,
 		OffsetStorageTopic: "mm2-offsets.source.internal", OffsetStoragePartitions: 25, OffsetStorageReplicationFactor: 3,
 		EmitHeartbeatsEnabled: true, HeartbeatsReplicationEnabled: true, ReverseHeartbeatsEnabled: true,
 		ExactlyOnce: false, BurstMaxDuration: 0, BurstMaxRecords: 0, EventMode: "fetch", EventKeyType: "string", CheckpointTranslation: "mm2",
@@ -313,14 +313,51 @@ s->t.topics=x\,y
 }
 
 func TestUnusedKeysLogged(t *testing.T) {
-	path, _ := file(t, "clusters=a,b\na->b.enabled=true\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\ntasks.max=4\nb.ssl.provider=SunJSSE\n")
+	path, _ := file(t, "clusters=a,b,c\na->b.enabled=true\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\ntasks.max=4\nb.consumer.max.poll.records=10\n"+
+		"c.bootstrap.servers=c:1\nb->c.transforms=x\ntopic.filter.class=org.apache.kafka.connect.mirror.DefaultTopicFilter\nb.producer.acks=1\nno.such.key=1\n")
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if _, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), logger); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "does not use"); n != 1 || !strings.Contains(logs.String(), `"keys":["tasks.max","b.ssl.provider"]`) {
-		t.Errorf("log:\n%s", logs.String())
+	// One WARN line per ignored key of this flow; other clusters' and flows' keys are theirs;
+	// a refused key at MM2's default loads.
+	for _, key := range []string{"tasks.max", "b.consumer.max.poll.records", "topic.filter.class", "b.producer.acks", "no.such.key"} {
+		if n := strings.Count(logs.String(), `"level":"WARN","msg":"MM2 property ignored","key":"`+key+`"`); n != 1 {
+			t.Errorf("%s: %d WARN lines, want 1:\n%s", key, n, logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "MM2 property ignored"); n != 5 {
+		t.Errorf("%d ignored-key lines, want 5:\n%s", n, logs.String())
+	}
+}
+
+func TestRefusedKeys(t *testing.T) {
+	for _, test := range []struct{ line, want string }{
+		{"transforms=drop", "transforms: single message transforms"},
+		{"a->b.transforms=drop", "a->b.transforms: single message transforms"},
+		{"topic.filter.class=com.example.MyFilter", "topic.filter.class: a custom topic filter"},
+		{"a->b.group.filter.class=com.example.G", "a->b.group.filter.class: a custom group filter"},
+		{"config.property.filter.class=com.example.C", "config.property.filter.class: a custom config property filter"},
+		{"value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter: a converter other than ByteArrayConverter"},
+		{"b.producer.interceptor.classes=com.example.I", "b.producer.interceptor.classes: client interceptors"},
+		{"a->b.producer.override.partitioner.class=com.example.P", "partitioner.class: a partitioner"},
+		{"use.defaults.from=source", "use.defaults.from: use.defaults.from=source"},
+		{"forwarding.admin.class=com.example.F", "forwarding.admin.class"},
+	} {
+		path, _ := file(t, "clusters=a,b\na->b.enabled=true\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\n"+test.line+"\n")
+		_, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), nil)
+		var re *RefusedKeyError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), test.want) {
+			t.Errorf("%s: err = %v, want a RefusedKeyError with %q", test.line, err, test.want)
+		}
+	}
+	// MM2's defaults, in full or simple class names, load.
+	for _, line := range []string{"topic.filter.class=DefaultTopicFilter", "value.converter=org.apache.kafka.connect.converters.ByteArrayConverter", "transforms=", "use.defaults.from=target"} {
+		path, _ := file(t, "clusters=a,b\na->b.enabled=true\na.bootstrap.servers=a:1\nb.bootstrap.servers=b:1\n"+line+"\n")
+		if _, err := Load(env(map[string]string{"MM2_CONFIG_FILE": path}), nil); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
 	}
 }
 
@@ -431,7 +468,7 @@ func TestFileAndFlowErrors(t *testing.T) {
 		name, file, flow, want string
 	}{
 		{"no flow", "clusters=a,b\n", "", "enables no flow"},
-		{"several flows", "clusters=a,b\na->b.enabled=true\nb->a.enabled=TRUE\n", "", "enables several flows (a->b, b->a): choose one with MM2_FLOW"},
+		{"several flows", "clusters=a,b\na->b.enabled=true\nb->a.enabled=TRUE\n", "", "enables several flows (a->b, b->a): choose one with MM2_FLOW (run runs them all)"},
 		{"flow not in clusters", "clusters=a,b\na->b.enabled=true\n", "a->c", "clusters=a,b"},
 		{"bad flow", "clusters=a,b\n", "a-b", `MM2_FLOW "a-b"`},
 		{"unreadable provider file", "clusters=a,b\na->b.enabled=true\na.bootstrap.servers=${file:/does/not/exist:K}\n", "", "reading properties from /does/not/exist"},
@@ -540,7 +577,7 @@ func TestUsage(t *testing.T) {
 		"MM2_SOURCE_BOOTSTRAP_SERVERS  (<source>.bootstrap.servers)",
 		"MM2_OFFSET_SYNCS_TOPIC_LOCATION  (offset-syncs.topic.location)",
 		"default: mm2-offsets.<source alias>.internal",
-		`default: .*[\-\.]internal, .*\.replica, __.*`,
+		`default: mm2.*\.internal, .*\.replica, __.*`,
 		"PORT\n",
 		"default: 8080",
 	} {

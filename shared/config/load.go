@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -55,6 +56,122 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	c, ignored, err := load(lookupEnv, logger)
+	if err != nil {
+		return nil, err
+	}
+	warnIgnored(logger, ignored)
+	return c, nil
+}
+
+// LoadFlows is Load for the run commands: when MM2_CONFIG_FILE enables several flows and
+// MM2_FLOW chooses none, it loads every enabled flow (as MM2 dedicated mode runs them all), in
+// file order; otherwise it returns Load's one flow. A key is reported as ignored only when no
+// flow reads it. With IdentityReplicationPolicy, enabled flows that form a cycle (A->B, B->A)
+// are refused: that policy cannot tell a remote topic from a local one, so records would go
+// round for ever (DefaultReplicationPolicy prevents it by name, see policy.IsCycle).
+func LoadFlows(lookupEnv func(string) (string, bool), logger *slog.Logger) ([]*Config, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c, ignored, err := load(lookupEnv, logger)
+	var several *SeveralFlowsError
+	if !errors.As(err, &several) {
+		if err != nil {
+			return nil, err
+		}
+		warnIgnored(logger, ignored)
+		return []*Config{c}, nil
+	}
+	var cfgs []*Config
+	count := map[string]int{}
+	var keys []ignoredKey
+	var problems []string
+	for _, flow := range several.Flows {
+		env := func(k string) (string, bool) {
+			if k == "MM2_FLOW" {
+				return flow, true
+			}
+			return lookupEnv(k)
+		}
+		c, ignored, err := load(env, logger)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("flow %s: %v", flow, err))
+			continue
+		}
+		cfgs = append(cfgs, c)
+		for _, k := range ignored {
+			if count[k.key]++; count[k.key] == 1 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n"))
+	}
+	var all []ignoredKey
+	for _, k := range keys {
+		if count[k.key] == len(cfgs) {
+			all = append(all, k)
+		}
+	}
+	if err := identityCycle(cfgs); err != nil {
+		return nil, err
+	}
+	warnIgnored(logger, all)
+	return cfgs, nil
+}
+
+// identityCycle refuses flows that form a cycle under IdentityReplicationPolicy.
+func identityCycle(cfgs []*Config) error {
+	next := map[string][]string{}
+	identity := ""
+	for _, c := range cfgs {
+		if id, _ := policy.IsIdentity(c.ReplicationPolicyClass); id {
+			identity = c.ReplicationPolicyClass
+			next[c.SourceAlias] = append(next[c.SourceAlias], c.TargetAlias)
+		}
+	}
+	// Depth-first search for a path back to the start.
+	var path []string
+	var visit func(a string, seen map[string]bool) bool
+	visit = func(a string, seen map[string]bool) bool {
+		path = append(path, a)
+		if seen[a] {
+			return true
+		}
+		seen[a] = true
+		for _, b := range next[a] {
+			if visit(b, seen) {
+				return true
+			}
+		}
+		seen[a] = false
+		path = path[:len(path)-1]
+		return false
+	}
+	for _, c := range cfgs {
+		path = path[:0]
+		if visit(c.SourceAlias, map[string]bool{}) {
+			// path ends with the repeated alias; show the loop from it.
+			last := path[len(path)-1]
+			i := slices.Index(path, last)
+			return fmt.Errorf("replication.policy.class=%s cannot detect replication cycles, and the enabled flows form one (%s): records would be copied round for ever; use DefaultReplicationPolicy, or enable only one direction", identity, strings.Join(path[i:], "->"))
+		}
+	}
+	return nil
+}
+
+// warnIgnored names each ignored key once.
+func warnIgnored(logger *slog.Logger, ignored []ignoredKey) {
+	for _, k := range ignored {
+		logger.Warn("MM2 property ignored", "key", k.key, "verdict", string(k.verdict), "why", k.why)
+	}
+}
+
+// load is Load without the WARN lines: it returns the keys the flow ignores.
+func load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, []ignoredKey, error) {
+	var ignoredKeys []ignoredKey
 	c := &Config{}
 	settings := settingsOf(c)
 
@@ -64,13 +181,13 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 	if path != "" {
 		var err error
 		if file, err = loadMM2File(path, flow, lookupEnv, logger); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		logger.Debug("loaded MM2 properties file", "file", path, "flow", file.source+"->"+file.target, "clusters", file.clusters)
 	} else if flow != "" {
 		src, tgt, ok := flowFromString(flow)
 		if !ok {
-			return nil, &ValidationError{Problems: []*cluster.SettingError{{Env: "MM2_FLOW", Problem: fmt.Sprintf("%q is not <source alias>-><target alias>", flow)}}}
+			return nil, nil, &ValidationError{Problems: []*cluster.SettingError{{Env: "MM2_FLOW", Problem: fmt.Sprintf("%q is not <source alias>-><target alias>", flow)}}}
 		}
 		// Without a file, MM2_FLOW only names the aliases.
 		file = &mm2File{props: map[string]string{}, used: map[string]bool{}, source: src, target: tgt}
@@ -121,9 +238,15 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 		}
 	}
 	if file != nil && file.path != "" {
-		if unused := file.unused(); len(unused) > 0 {
-			logger.Debug("MM2 properties mm2go does not use", "file", file.path, "keys", unused)
+		refused, ignored := file.classify()
+		if len(refused) > 0 {
+			e := &RefusedKeyError{File: file.path}
+			for _, k := range refused {
+				e.Keys = append(e.Keys, k.key+": "+k.why)
+			}
+			return nil, nil, e
 		}
+		ignoredKeys = ignored
 	}
 
 	// Kafka ignores sasl.* unless security.protocol is SASL_*; MM2 files
@@ -167,9 +290,9 @@ func Load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 
 	problems = append(problems, c.validate()...)
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		return nil, nil, &ValidationError{Problems: problems}
 	}
-	return c, nil
+	return c, ignoredKeys, nil
 }
 
 // validate checks flow settings, fills derived values and normalizes the
@@ -257,6 +380,7 @@ func (c *Config) validate() []*cluster.SettingError {
 	if c.LagGroup != "" && c.LagGroup == c.BurstGroup {
 		bad("MM2_LAG_GROUP", "lag.group", "must differ from MM2_BURST_GROUP %q (a burst group has members; commits from outside it are refused)", c.BurstGroup)
 	}
+	c.validateClients(bad)
 	if c.Port < 1 || c.Port > 65535 {
 		bad("PORT", "", "%d is not a TCP port", c.Port)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,8 @@ type mm2File struct {
 	order          []string // keys in file order
 	used           map[string]bool
 	clusters       []string
+	allFlows       []string          // every enabled flow, "A->B"
+	renamed        map[string]string // connector-style files: loader key -> the file's key
 	source, target string
 }
 
@@ -40,6 +43,9 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading MM2 properties file: %w", err)
+	}
+	if t := strings.TrimSpace(string(data)); strings.HasPrefix(t, "{") {
+		return nil, fmt.Errorf("%s looks like a JSON Connect connector config: write its \"config\" entries as a properties file, one key=value a line (source.cluster.alias=A, source.cluster.bootstrap.servers=..., target.cluster.alias=B, target.cluster.bootstrap.servers=..., topics=...)", path)
 	}
 	list, err := parseProperties(data)
 	if err != nil {
@@ -68,6 +74,9 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 		f.props[k] = r
 	}
 
+	if err := f.fromConnectorStyle(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if v, ok := f.get("clusters"); ok {
 		for _, c := range strings.Split(v, ",") {
 			if c = strings.TrimSpace(c); c != "" {
@@ -76,6 +85,7 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 		}
 	}
 	enabled := f.enabledFlows()
+	f.allFlows = enabled
 	if flow != "" {
 		src, tgt, ok := flowFromString(flow)
 		if !ok {
@@ -97,7 +107,18 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 		f.source, f.target, _ = flowFromString(enabled[0])
 		return f, nil
 	}
-	return nil, fmt.Errorf("%s enables several flows (%s): choose one with MM2_FLOW", path, strings.Join(enabled, ", "))
+	return nil, &SeveralFlowsError{File: path, Flows: enabled}
+}
+
+// SeveralFlowsError is what Load returns for a file that enables several flows when MM2_FLOW
+// does not choose one. LoadFlows loads them all instead (the run commands do).
+type SeveralFlowsError struct {
+	File  string
+	Flows []string // "A->B", in file order
+}
+
+func (e *SeveralFlowsError) Error() string {
+	return fmt.Sprintf("%s enables several flows (%s): choose one with MM2_FLOW (run runs them all)", e.File, strings.Join(e.Flows, ", "))
 }
 
 // enabledFlows lists "A->B" with A->B.enabled=true; with a clusters list
@@ -166,6 +187,13 @@ func (f *mm2File) lookup(s *setting) (string, bool) {
 		if s.role == "source" && (strings.HasPrefix(s.prop, "consumer.") || strings.HasPrefix(s.prop, "admin.")) {
 			keys = append(keys, flow+s.prop)
 		}
+		// The target's producer writes the copied records: MM2's Connect
+		// worker producer, which a flow overrides per connector with
+		// producer.override.<key> (a connector override beats the worker's
+		// config in Connect).
+		if rest, ok := strings.CutPrefix(s.prop, "producer."); ok && s.role == "target" {
+			keys = append([]string{flow + "producer.override." + rest}, keys...)
+		}
 		if isConnKey(s.prop) {
 			keys = append(keys, s.prop)
 		}
@@ -207,4 +235,80 @@ func (f *mm2File) unused() []string {
 		}
 	}
 	return out
+}
+
+// mirrorConnectors are the connector classes whose configs describe a flow.
+var mirrorConnectors = []string{"MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"}
+
+// fromConnectorStyle rewrites a connector config (the keys one MM2 connector gets in a Kafka
+// Connect cluster, as Kafka Connect, MSK Connect and Strimzi write them:
+// source.cluster.alias, source.cluster.bootstrap.servers, target.cluster.*, source.consumer.*,
+// producer.override.*, topics, ...) into the dedicated-mode layout the rest of the loader
+// reads: clusters=S,T, S->T.enabled=true, S.<key>, T.<key>. A file with clusters or a flow key
+// is left alone.
+func (f *mm2File) fromConnectorStyle() error {
+	connector := false
+	for _, k := range f.order {
+		if k == "clusters" || strings.Contains(k, "->") {
+			return nil
+		}
+		if strings.HasPrefix(k, "source.cluster.") || strings.HasPrefix(k, "target.cluster.") || k == "connector.class" {
+			connector = true
+		}
+	}
+	if !connector {
+		return nil
+	}
+	if class := strings.TrimSpace(f.props["connector.class"]); class != "" && !slices.Contains(mirrorConnectors, class[strings.LastIndex(class, ".")+1:]) {
+		return fmt.Errorf("connector.class %q is not a MirrorMaker 2 connector (want org.apache.kafka.connect.mirror.MirrorSourceConnector, MirrorCheckpointConnector or MirrorHeartbeatConnector)", class)
+	}
+	src := strings.TrimSpace(f.props["source.cluster.alias"])
+	tgt := strings.TrimSpace(f.props["target.cluster.alias"])
+	if tgt == "" {
+		tgt = "target" // MirrorConnectorConfig's default
+	}
+	switch {
+	case src == "":
+		return errors.New("connector-style config (source.cluster.*/target.cluster.* keys) without source.cluster.alias: set source.cluster.alias=<alias> (MM2's connectors require it), or write a dedicated-mode file: clusters=A,B, A.bootstrap.servers=..., B.bootstrap.servers=..., A->B.enabled=true")
+	case src == tgt:
+		return fmt.Errorf("source.cluster.alias and target.cluster.alias are both %q", src)
+	case strings.TrimSpace(f.props["source.cluster.bootstrap.servers"]) == "" || strings.TrimSpace(f.props["target.cluster.bootstrap.servers"]) == "":
+		return errors.New("connector-style config needs source.cluster.bootstrap.servers and target.cluster.bootstrap.servers (the Connect worker's own cluster is not known here; it must be the target, as MM2 requires)")
+	}
+	props := map[string]string{"clusters": src + "," + tgt, src + "->" + tgt + ".enabled": "true"}
+	order := []string{"clusters", src + "->" + tgt + ".enabled"}
+	origin := map[string]string{}
+	put := func(k, v, from string) {
+		if _, dup := props[k]; !dup {
+			order = append(order, k)
+		}
+		props[k] = v
+		origin[k] = from
+	}
+	for _, k := range f.order {
+		v := f.props[k]
+		switch {
+		case k == "source.cluster.alias" || k == "target.cluster.alias":
+			continue
+		case strings.HasPrefix(k, "source.cluster."):
+			put(src+"."+strings.TrimPrefix(k, "source.cluster."), v, k)
+		case strings.HasPrefix(k, "target.cluster."):
+			put(tgt+"."+strings.TrimPrefix(k, "target.cluster."), v, k)
+		case strings.HasPrefix(k, "source.consumer."), strings.HasPrefix(k, "source.admin."), strings.HasPrefix(k, "source.producer."):
+			put(src+"."+strings.TrimPrefix(k, "source."), v, k)
+		case strings.HasPrefix(k, "target.consumer."), strings.HasPrefix(k, "target.admin."), strings.HasPrefix(k, "target.producer."):
+			put(tgt+"."+strings.TrimPrefix(k, "target."), v, k)
+		case strings.HasPrefix(k, "producer.override."):
+			// The Connect worker's producer writes the records to the worker's
+			// cluster, the target.
+			put(tgt+".producer."+strings.TrimPrefix(k, "producer.override."), v, k)
+		case strings.HasPrefix(k, "consumer.") || strings.HasPrefix(k, "admin."):
+			put(src+"->"+tgt+"."+k, v, k)
+		default:
+			put(k, v, k)
+		}
+	}
+	f.props, f.order, f.renamed = props, order, origin
+	f.used["clusters"], f.used[src+"->"+tgt+".enabled"] = true, true
+	return nil
 }

@@ -125,7 +125,9 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		bo.Group = ""
 	}
 	prepare := func(ctx context.Context) error { return e.prepareTargets(ctx, topics) }
-	return e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
+	s, err := e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
+	e.syncTopicACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
+	return s, err
 }
 
 // CopyPartition copies one source partition up to and including offset through (or up to

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -633,13 +635,23 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		}
 		if fs.NumRecords() == 0 && stopCtx.Err() == nil {
 			// Partitions whose tail holds nothing fetchable (e.g. empty batches left by
-			// compaction) never show their last offset; give up on them after a while.
+			// compaction) never show their last offset; give up on them after a while, but
+			// only while the source answers (a source broker restarting or hung yields
+			// nothing either: that is ridden out within the burst's budget), and never while
+			// a burst group's assignment is still being planned.
 			c.mu.Lock()
 			waiting := group && !c.assigned
 			c.mu.Unlock()
-			if idle++; idle >= 5 && !waiting {
+			switch {
+			case waiting:
+				idle = 0
+			case idle+1 < 5:
+				idle++
+			case c.sourceAnswers(stopCtx):
 				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst")
-				break
+				return c.endReason(ctx, ReasonDone, false)
+			default:
+				idle = 0
 			}
 		} else {
 			idle = 0
@@ -703,6 +715,12 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.bo.Progress(c.progress(start))
 		}
 	}
+	return c.endReason(ctx, reason, timeUp.Load())
+}
+
+// endReason is the exit reason of a loop that ended with reason: failed if anything failed, and
+// a budget or a stop request if partitions were left.
+func (c *copier) endReason(ctx context.Context, reason string, timeUp bool) string {
 	if c.error() != nil {
 		return ReasonFailed
 	}
@@ -711,13 +729,31 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	c.mu.Unlock()
 	if left > 0 && reason == ReasonDone {
 		switch {
-		case timeUp.Load():
+		case timeUp:
 			return ReasonMaxDuration
 		case ctx.Err() != nil:
 			return ReasonStopped
 		}
 	}
 	return reason
+}
+
+// sourceAnswers reports whether the source cluster answers a ListOffsets request for the
+// copy's topics within a few seconds.
+func (c *copier) sourceAnswers(ctx context.Context) bool {
+	c.mu.Lock()
+	topics := map[string]bool{}
+	for _, st := range c.states {
+		topics[st.w.tp.Topic] = true
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _, err := listOffsetsOnce(ctx, c.e.srcAdm, false, slices.Collect(maps.Keys(topics))...)
+	if err != nil {
+		c.e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
+	}
+	return err == nil
 }
 
 // fetchError returns the first error of a poll that is not the poll's own deadline or

@@ -54,7 +54,7 @@ type Options struct {
 	// Policy names remote and internal topics. Nil means MM2's DefaultReplicationPolicy.
 	Policy policy.Policy
 	// Topics selects source topics. Nil means MM2's defaults (topics=.*, topics.exclude=
-	// .*[\-\.]internal, .*\.replica, __.*).
+	// mm2.*\.internal, .*\.replica, __.*).
 	Topics *filter.Filter
 	// HeartbeatsReplication is heartbeats.replication.enabled: replicate "heartbeats" topics
 	// even when Topics rejects them (MM2's default is true; the zero value here is false).
@@ -69,6 +69,10 @@ type Options struct {
 	// SyncTopicConfigs is sync.topic.configs.enabled: bring existing remote topics' configs in
 	// line with the source on every burst (CopyPartition: at most every 30 s per topic).
 	SyncTopicConfigs bool
+
+	// SyncTopicACLs is sync.topic.acls.enabled: copy the source's topic ACLs to the remote
+	// topics once per burst (package acls). [h/config]
+	SyncTopicACLs bool
 
 	// OffsetSyncsTopicLocation is offset-syncs.topic.location: SyncsOnSource (default) or
 	// SyncsOnTarget.

@@ -20,10 +20,12 @@ import (
 	"strings"
 )
 
-// MM2's defaults for the filter settings.
+// MM2's defaults for the filter settings (Kafka 4.1's DefaultTopicFilter and
+// DefaultGroupFilter; Kafka 3.x excluded .*[\-\.]internal instead of
+// mm2.*\.internal).
 const (
 	DefaultTopics        = ".*"
-	DefaultTopicsExclude = `.*[\-\.]internal, .*\.replica, __.*`
+	DefaultTopicsExclude = `mm2.*\.internal, .*\.replica, __.*`
 	DefaultGroups        = ".*"
 	DefaultGroupsExclude = "console-consumer-.*, connect-.*, __.*"
 )

@@ -18,7 +18,7 @@ func TestSplitList(t *testing.T) {
 		{" a , b,c ", []string{"a", "b", "c"}},
 		{"a,,b", []string{"a", "", "b"}},
 		{"a,", []string{"a", ""}},
-		{DefaultTopicsExclude, []string{`.*[\-\.]internal`, `.*\.replica`, "__.*"}},
+		{DefaultTopicsExclude, []string{`mm2.*\.internal`, `.*\.replica`, "__.*"}},
 	} {
 		if got := SplitList(test.in); !reflect.DeepEqual(got, test.want) {
 			t.Errorf("SplitList(%q) = %q, want %q", test.in, got, test.want)
@@ -39,8 +39,10 @@ func TestDefaultTopics(t *testing.T) {
 		{"orders", true, `included by topics pattern ".*"`},
 		{"A.orders", true, `included by topics pattern ".*"`},
 		{"__consumer_offsets", false, `excluded by topics.exclude pattern "__.*"`},
-		{"mm2-offsets.A.internal", false, `excluded by topics.exclude pattern ".*[\\-\\.]internal"`},
-		{"connect-configs-internal", false, `excluded by topics.exclude pattern ".*[\\-\\.]internal"`},
+		{"mm2-offsets.A.internal", false, `excluded by topics.exclude pattern "mm2.*\\.internal"`},
+		{"connect-configs-internal", true, ""},
+		{"orders.internal", true, ""},
+		{"mm2-offsets-internal", true, ""},
 		{"x.replica", false, `excluded by topics.exclude pattern ".*\\.replica"`},
 		{"internal", true, ""},
 		{"xinternal", true, ""},

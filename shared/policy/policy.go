@@ -54,10 +54,13 @@ type Policy interface {
 	// IsCheckpointsTopic reports whether topic is a checkpoints topic.
 	IsCheckpointsTopic(topic string) bool
 	// IsMM2InternalTopic reports whether topic is one of MM2's internal
-	// topics (suffix "<sep>internal").
+	// topics: a name starting with "mm2" and ending with "<sep>internal",
+	// or a checkpoints topic.
 	IsMM2InternalTopic(topic string) bool
-	// IsInternalTopic reports whether topic is internal to MM2, Kafka or
-	// Connect; such topics are never replicated.
+	// IsInternalTopic reports whether topic is internal to MM2 or Kafka
+	// (IsMM2InternalTopic, or a name starting with "__" or "."); such
+	// topics are never replicated. As in MM2 4.1, other names ending with
+	// ".internal" or "-internal" (orders.internal) are ordinary topics.
 	IsInternalTopic(topic string) bool
 }
 
@@ -74,6 +77,18 @@ func New(class, separator string, internalSeparator bool, sourceAlias string) (P
 		return NewIdentity(sourceAlias, separator, internalSeparator), nil
 	}
 	return nil, fmt.Errorf("replication.policy.class %q is not supported: use %s or %s", class, DefaultClass, IdentityClass)
+}
+
+// IsIdentity reports whether class (as New accepts it) names the identity policy; ok is
+// false for classes New does not accept.
+func IsIdentity(class string) (identity, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(class)) {
+	case "", strings.ToLower(DefaultClass), "defaultreplicationpolicy", "default":
+		return false, true
+	case strings.ToLower(IdentityClass), "identityreplicationpolicy", "identity":
+		return true, true
+	}
+	return false, false
 }
 
 // Default is MM2's DefaultReplicationPolicy: remote topics are named
@@ -153,7 +168,7 @@ func (d *Default) IsCheckpointsTopic(topic string) bool {
 
 // IsMM2InternalTopic implements Policy.
 func (d *Default) IsMM2InternalTopic(topic string) bool {
-	return strings.HasSuffix(topic, d.internalSuffix())
+	return strings.HasPrefix(topic, "mm2") && strings.HasSuffix(topic, d.internalSuffix()) || d.IsCheckpointsTopic(topic)
 }
 
 // IsInternalTopic implements Policy.
@@ -236,11 +251,12 @@ func originalTopic(p Policy, topic string) string {
 	}
 }
 
-// isInternal is ReplicationPolicy.isInternalTopic.
+// isInternal is ReplicationPolicy.isInternalTopic of Kafka 4.1: MM2's own
+// topics and Kafka's ("__" or "." prefix). Kafka 3.x also treated every name
+// ending with ".internal" or "-internal" as internal; 4.x does not.
 func isInternal(p Policy, topic string) bool {
 	return p.IsMM2InternalTopic(topic) ||
-		strings.HasPrefix(topic, "__") || strings.HasPrefix(topic, ".") ||
-		strings.HasSuffix(topic, "-internal") || strings.HasSuffix(topic, ".internal")
+		strings.HasPrefix(topic, "__") || strings.HasPrefix(topic, ".")
 }
 
 // IsCycle reports whether replicating topic to the cluster targetAlias would

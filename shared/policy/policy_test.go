@@ -97,7 +97,10 @@ func TestDefaultPredicates(t *testing.T) {
 		{"A.checkpoints.internal", false, true, true, true},
 		{"mm2-offset-syncs.B.internal", false, false, true, true},
 		{"mm2-offsets.A.internal", false, false, true, true},
-		{"connect-offsets-internal", false, false, false, true},
+		{"connect-offsets-internal", false, false, false, false},
+		{"orders.internal", false, false, false, false},
+		{"mm2-configs.A.internal", false, false, true, true},
+		{"mm2x", false, false, false, false},
 		{"__consumer_offsets", false, false, false, true},
 		{".hidden", false, false, false, true},
 		{"orders", false, false, false, false},
@@ -116,11 +119,12 @@ func TestDefaultPredicates(t *testing.T) {
 			t.Errorf("IsInternalTopic(%q) = %v", test.topic, got)
 		}
 	}
-	// With a custom separator and the KIP-949 flag on, ".internal" names
-	// are still internal through isInternalTopic's Connect rule.
+	// With a custom separator and the KIP-949 flag on, MM2's internal
+	// names end with "-internal"; ".internal" names are ordinary topics.
 	d := NewDefault("-", true)
-	if d.IsMM2InternalTopic("x.internal") || !d.IsInternalTopic("x.internal") {
-		t.Errorf("x.internal with separator '-': mm2=%v internal=%v", d.IsMM2InternalTopic("x.internal"), d.IsInternalTopic("x.internal"))
+	if d.IsInternalTopic("mm2-offsets.A.internal") || !d.IsInternalTopic("mm2-offset-syncs-B-internal") {
+		t.Errorf("separator '-': mm2-offsets.A.internal internal=%v, mm2-offset-syncs-B-internal internal=%v",
+			d.IsInternalTopic("mm2-offsets.A.internal"), d.IsInternalTopic("mm2-offset-syncs-B-internal"))
 	}
 }
 
