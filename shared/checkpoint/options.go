@@ -10,11 +10,8 @@ import (
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
-// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
-const (
-	SyncsOnSource = "source"
-	SyncsOnTarget = "target"
-)
+// SyncsOnSource and SyncsOnTarget are the offset-syncs.topic.location values.
+const SyncsOnSource, SyncsOnTarget = policy.SyncsOnSource, policy.SyncsOnTarget
 
 // Options configure a Job. Zero values mean the default named in each field's comment.
 type Options struct {
@@ -92,12 +89,9 @@ func (o *Options) withDefaults() error {
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
 	}
-	if o.Topics == nil {
-		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
-		if err != nil {
-			return err
-		}
-		o.Topics = f
+	var err error
+	if o.Topics, err = filter.TopicsOrDefault(o.Topics); err != nil {
+		return err
 	}
 	if o.Groups == nil {
 		f, err := filter.Groups(filter.DefaultGroups, filter.DefaultGroupsExclude)

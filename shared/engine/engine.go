@@ -39,11 +39,8 @@ func (s Side) String() string {
 // shared/cluster.NewClient fits it once bound to the cluster's settings.
 type DialFunc func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error)
 
-// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
-const (
-	SyncsOnSource = "source"
-	SyncsOnTarget = "target"
-)
+// SyncsOnSource and SyncsOnTarget are the offset-syncs.topic.location values.
+const SyncsOnSource, SyncsOnTarget = policy.SyncsOnSource, policy.SyncsOnTarget
 
 // Options configure an Engine. Zero values mean the default named in each field's comment.
 type Options struct {
@@ -145,12 +142,9 @@ func (o *Options) withDefaults() error {
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
 	}
-	if o.Topics == nil {
-		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
-		if err != nil {
-			return err
-		}
-		o.Topics = f
+	var err error
+	if o.Topics, err = filter.TopicsOrDefault(o.Topics); err != nil {
+		return err
 	}
 	if o.ConfigPropertiesExclude == nil {
 		l, err := filter.NewList(filter.Setting{Property: "config.properties.exclude", Env: "MM2_CONFIG_PROPERTIES_EXCLUDE"}, DefaultConfigPropertiesExclude)

@@ -306,3 +306,9 @@ func CheckAliases(what, source, target string) error {
 	}
 	return nil
 }
+
+// Offset-syncs topic locations: the values of MM2's offset-syncs.topic.location.
+const (
+	SyncsOnSource = "source"
+	SyncsOnTarget = "target"
+)
