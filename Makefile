@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build demo test vet bench clean
+.PHONY: all build demo test vet bench soak clean
 
 all: build
 
@@ -20,6 +20,15 @@ test:
 ## bench: mm2go vs real MirrorMaker 2 vs the brokers' limits (not part of `make test`).
 bench:
 	$(GO) run ./test/bench -out test/bench/results $(BENCH_ARGS)
+
+## soak: 10 minutes of steady produce with a SIGKILL of the function every minute and one target
+## broker restart, for `mirror run` on a schedule and `mirror serve` under the genuine KafkaSource
+## dispatcher: 0 lost, duplicates counted, RSS first vs last minute (not part of `make test`).
+## MM2GO_SOAK_DURATION=3m make soak for a shorter one.
+SOAK_TIMEOUT ?= 40m
+soak:
+	test/kafka/kafka.sh install
+	$(GO) test -tags soak -count=1 -v -timeout $(SOAK_TIMEOUT) -run TestSoak ./test/soak
 
 vet:
 	$(GO) vet ./...

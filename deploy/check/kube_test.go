@@ -493,8 +493,8 @@ func checkKafkaSource(t *testing.T, ctx context.Context, where string, ks map[st
 	if err := delivery.Validate(ctx); err != nil {
 		t.Errorf("%s: delivery: %v", where, err)
 	}
-	if delivery.Retry == nil || *delivery.Retry < 10 {
-		t.Errorf("%s: delivery.retry %v, want a large retry budget (>= 10)", where, delivery.Retry)
+	if delivery.Retry == nil || *delivery.Retry < 1 {
+		t.Errorf("%s: delivery.retry %v, want at least one retry (a pod restart answers 503 once)", where, delivery.Retry)
 	}
 	if delivery.BackoffPolicy == nil || *delivery.BackoffPolicy != eventingduckv1.BackoffPolicyExponential {
 		t.Errorf("%s: backoffPolicy must be exponential", where)
@@ -507,8 +507,10 @@ func checkKafkaSource(t *testing.T, ctx context.Context, where string, ks map[st
 		}
 		checkSinkRef(t, where+" deadLetterSink", *delivery.DeadLetterSink, dd)
 	}
-	// Total waiting of exponential backoff: delay * (2^1 + ... + 2^retry). The dispatcher turns
-	// it (plus timeouts) into max.poll.interval.ms, a Java int: stay far below 24.8 days.
+	// Waiting of exponential backoff: delay * (2^1 + ... + 2^retry). The genuine dispatcher
+	// spends it on a record it cannot send (a header value with a control byte) while holding
+	// every later record of the partition (ordered), so it is kept short: in fetch mode an event
+	// is only a wake-up and a given-up event loses no record (docs/events.md).
 	delay, err := isoSeconds(*delivery.BackoffDelay)
 	if err != nil {
 		t.Fatalf("%s: backoffDelay: %v", where, err)
@@ -517,13 +519,12 @@ func checkKafkaSource(t *testing.T, ctx context.Context, where string, ks map[st
 	if err != nil {
 		t.Fatalf("%s: timeout: %v", where, err)
 	}
-	total := 0.0
+	waits := 0.0
 	for n := int32(1); n <= *delivery.Retry; n++ {
-		total += delay * float64(int64(1)<<n)
+		waits += delay * float64(int64(1)<<n)
 	}
-	total += timeout * float64(*delivery.Retry+1)
-	if total < 3600 || total > 7*24*3600 {
-		t.Errorf("%s: retries span %s; want between 1 h (survive an outage) and 7 days (max.poll.interval.ms is an int of ms)", where, time.Duration(total*float64(time.Second)))
+	if waits < 1 || waits > 60 {
+		t.Errorf("%s: retries wait %s in all; want between 1 s (ride over a restart) and 60 s (an unsendable record holds its partition that long)", where, time.Duration(waits*float64(time.Second)))
 	}
 	var sink duckv1.Destination
 	if err := strictField(spec, "sink", &sink); err != nil {

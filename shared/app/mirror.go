@@ -206,6 +206,17 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 		// would break exactly-once for read_committed readers of the remote topics.
 		return &cli.ConfigError{Err: errors.New("MM2_EVENT_MODE=payload cannot be combined with MM2_EXACTLY_ONCE: payload writes are not transactional; use fetch mode")}
 	}
+	if err := cfg.SenderAuth().Validate(); err != nil {
+		return &cli.ConfigError{Err: err}
+	}
+	if mirrorevents.Mode(cfg.EventMode) == mirrorevents.ModePayload {
+		if err := serve.CheckPayloadAuth(cfg.SenderAuth(), cfg.PayloadAllowUnauthenticated); err != nil {
+			return &cli.ConfigError{Err: err}
+		}
+		if !cfg.SenderAuth().Enabled() {
+			env.Logger.Warn("payload mode without sender authentication (MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true): anyone who can reach this service can write records to the target")
+		}
+	}
 	e, err := meteredEngine(ctx, env, func(o *engine.Options) {
 		// Payload records come from events: shared copies take only the partitions asked for.
 		o.NoSweep = mirrorevents.Mode(cfg.EventMode) == mirrorevents.ModePayload
@@ -236,7 +247,7 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 	})
 	defer warm.Wait() // before the engine closes
 	defer stopWarm()
-	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port))}
+	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port)), SenderAuth: cfg.SenderAuth()}
 	if env.Metrics != nil {
 		sc.Metrics = env.Metrics.Handler()
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/ops"
 )
@@ -55,6 +56,12 @@ func parse(fs *flag.FlagSet, args []string, format *string) error {
 	return nil
 }
 
+// retry runs a read-only command again, from its start, while it fails with a retriable error
+// (a coordinator loading, a leader moving, a broker restarting), within cluster.DefaultBackoff.
+func retry(ctx context.Context, env cli.Env, what string, fn func(context.Context) error) error {
+	return cluster.Retry(ctx, env.Logger, what, cluster.DefaultBackoff, fn)
+}
+
 type writerText interface{ WriteText(io.Writer) error }
 
 func write(w io.Writer, format string, v writerText) error {
@@ -85,7 +92,8 @@ func report(ctx context.Context, env cli.Env, name string, get func(context.Cont
 		return &cli.ConfigError{Err: err}
 	}
 	defer o.Close()
-	v, err := get(ctx, o)
+	var v writerText
+	err = retry(ctx, env, name, func(ctx context.Context) (err error) { v, err = get(ctx, o); return err })
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -113,7 +121,8 @@ func VerifyCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
 	defer o.Close()
-	v, err := o.Verify(ctx, vo)
+	var v *ops.Verification
+	err = retry(ctx, env, "verify", func(ctx context.Context) (err error) { v, err = o.Verify(ctx, vo); return err })
 	if err != nil {
 		return &cli.ExitError{Code: ops.VerifyError, Err: fmt.Errorf("verify: %w", err)}
 	}

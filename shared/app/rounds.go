@@ -121,25 +121,33 @@ func heartbeatJob(ctx context.Context, env cli.Env) (*heartbeat.Job, error) {
 }
 
 // runRound is the `run` sub-command of the job that build makes: one round, its summary
-// printed as JSON on stdout.
+// printed as JSON on stdout. MM2_BURST_MAX_DURATION, when set, is the round's retry budget.
 func runRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build func(context.Context, cli.Env) (J, error)) error {
 	j, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	return round.Once(ctx, j.Gate(), env.Stdout, j.Round)
+	if d := env.Config.BurstMaxDuration; d > 0 {
+		// MM2_BURST_MAX_DURATION bounds the invocation: the retries stop within it.
+		j.Gate().RunBackoff.Budget = d
+	}
+	return round.Once(ctx, j.Gate(), env.Stdout, j.Round, cli.ErrMoreToDo)
 }
 
 // serveRound is the `serve` sub-command of the job that build makes: every CloudEvent runs one
 // round (see round.Server), on PORT, with /healthz, /readyz and /metrics.
 func serveRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build func(context.Context, cli.Env) (J, error)) error {
+	if err := env.Config.SenderAuth().Validate(); err != nil {
+		return &cli.ConfigError{Err: err}
+	}
 	j, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler()}
+	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler(),
+		SenderAuth: env.Config.SenderAuth()}
 	return serve.Run(ctx, sc, env.Logger, round.Server[S](j))
 }
 

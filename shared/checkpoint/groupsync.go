@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Group states as the brokers report them.
@@ -88,6 +90,7 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 		}
 		return fmt.Errorf("committing offsets of group %q on target %q: %w", name, j.opts.TargetAlias, err)
 	}
+	var retriable error // the first retriable refusal: the round is retried (round.Once)
 	resp.Each(func(o kadm.OffsetResponse) {
 		switch {
 		case o.Err == nil:
@@ -95,13 +98,16 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 		case isActiveGroupErr(o.Err):
 			res.Failed++
 			res.Reason = "became active: " + o.Err.Error()
+		case cluster.Retriable(o.Err) && !errors.Is(o.Err, kerr.UnknownTopicOrPartition) && retriable == nil:
+			res.Failed++
+			retriable = fmt.Errorf("committing offsets of group %q on target %q: %s[%d]: %w", name, j.opts.TargetAlias, o.Topic, o.Partition, o.Err)
 		default:
 			res.Failed++
 			j.log.Warn("target refused a group offset", "group", name, "topic", o.Topic,
 				"partition", o.Partition, "offset", o.At, "err", o.Err)
 		}
 	})
-	return nil
+	return retriable
 }
 
 // targetMembers counts the members of a target group through the describe

@@ -86,6 +86,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		gate:             round.NewGate("checkpoint", opts.Metrics),
 		describe:         opts.ExplainConnectError,
 	}
+	j.gate.Logger = logger
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
 		j.syncsTopic, j.syncsOnTarget = opts.Policy.OffsetSyncsTopic(opts.SourceAlias), true
 	} else {
@@ -111,6 +112,9 @@ func (j *Job) OffsetSyncsTopic() (topic, cluster string) {
 	}
 	return j.syncsTopic, "source"
 }
+
+// syncBackoff bounds the retries of the group offset sync within a round.
+var syncBackoff = cluster.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, Budget: 30 * time.Second}
 
 // pingTimeout bounds the reachability check at the start of a round.
 const pingTimeout = 15 * time.Second
@@ -212,7 +216,14 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	sum.CheckpointsWritten = len(out)
 
 	if j.opts.SyncGroupOffsets {
-		if err := j.syncGroupOffsets(ctx, groups, cps, sum); err != nil {
+		// Retried here, not only with the whole round (round.Once), so that the summary still
+		// counts the checkpoints written above: a brand-new target answers
+		// COORDINATOR_NOT_AVAILABLE until it has created __consumer_offsets.
+		err := cluster.Retry(ctx, j.log, "syncing group offsets to target "+j.opts.TargetAlias, syncBackoff, func(ctx context.Context) error {
+			sum.SyncedOffsets = 0
+			return j.syncGroupOffsets(ctx, groups, cps, sum)
+		})
+		if err != nil {
 			return sum, err
 		}
 	}
@@ -387,6 +398,11 @@ func (j *Job) listGroups(ctx context.Context) ([]group, error) {
 			continue
 		}
 		if f.Err != nil {
+			if cluster.Retriable(f.Err) {
+				// The coordinator is loading or moving: retry the round (round.Once) rather
+				// than skip the group's checkpoints.
+				return nil, fmt.Errorf("fetching committed offsets of group %q on source %q: %w", name, j.opts.SourceAlias, f.Err)
+			}
 			if !errors.Is(f.Err, kerr.GroupIDNotFound) {
 				// One group's failure (e.g. no DESCRIBE right on it) must not
 				// stop the others' checkpoints.

@@ -163,6 +163,9 @@ func describeConnectErr(s Settings, err error) string {
 		krbErrPtr *krberror.Krberror
 	)
 	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed) && s.OAuthBearer.Enabled():
+		id, _, _, _ := s.oauthClient()
+		return fmt.Sprintf("SASL OAUTHBEARER authentication failed (the broker refused the token from %s for client ID %q; check the broker's expected audience and issuer against the token's aud and iss): ", s.OAuthBearer.TokenEndpointURL, id)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		user, _, _ := s.SASLCredentials()
 		return fmt.Sprintf("SASL authentication failed (%s as %q): ", s.SASLMechanism, user)

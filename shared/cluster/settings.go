@@ -85,6 +85,11 @@ type Settings struct {
 
 	// --- end of the Azure block ---
 
+	// OAuthBearer is Kafka's OIDC client-credentials login for OAUTHBEARER (oidc.go), with
+	// Kafka's property names: <alias>.sasl.login.callback.handler.class,
+	// <alias>.sasl.oauthbearer.token.endpoint.url, ... (MM2_<CLUSTER>_SASL_*).
+	OAuthBearer OAuthBearerConfig `envconfig:"SASL" mm2:"sasl"`
+
 	// ClientID prefixes the client ids of this cluster's clients.
 	ClientID string `envconfig:"CLIENT_ID" mm2:"client.id" desc:"client.id prefix"`
 	// ConsumerAutoOffsetReset applies to partitions without a stored
@@ -178,7 +183,7 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 
 	s.SecurityProtocol = strings.ToUpper(strings.TrimSpace(s.SecurityProtocol))
 	s.SASLMechanism = strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
-	hasSASLCreds := s.SASLUsername != "" || s.SASLPassword.IsSet() || s.SASLJAASConfig.IsSet()
+	hasSASLCreds := s.SASLUsername != "" || s.SASLPassword.IsSet() || s.SASLJAASConfig.IsSet() || s.OAuthBearer.Enabled()
 
 	if s.EventHubsConnectionString.IsSet() {
 		host, err := eventHubsHost(s.EventHubsConnectionString.Reveal())
@@ -201,6 +206,7 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 	}
 
 	s.normalizeAzure(hasSASLCreds, bad) // Azure AD: SASL_SSL + OAUTHBEARER (azure.go)
+	s.normalizeOAuthBearer(bad)         // OIDC token endpoint: OAUTHBEARER (oidc.go)
 
 	switch s.SecurityProtocol {
 	case "":
@@ -232,8 +238,8 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 		case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 			s.checkCredentials(bad)
 		case MechanismOAuthBearer:
-			if !s.Azure.Enabled() {
-				bad("sasl.mechanism", "OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli)")
+			if !s.Azure.Enabled() && !s.OAuthBearer.Enabled() {
+				bad("sasl.mechanism", "%v", errNoTokenSource)
 			}
 		case MechanismGSSAPI:
 			if _, err := parseKerberosLogin(*s); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/secret"
+	"github.com/mm2go/mm2go/shared/serve"
 )
 
 // Secret is a value that never prints itself; see package secret.
@@ -92,7 +93,7 @@ type Config struct {
 
 	// mm2go's own settings.
 	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
-	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up)"`
+	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up); for checkpoint and heartbeat run, how long a round retries retriable errors (0: 2m)"`
 	BurstMaxRecords       int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
 	EventMode             string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
 	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
@@ -103,8 +104,22 @@ type Config struct {
 	LogLevel              string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`
 	LogFormat             string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
 	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
-	ConfigFile            string        `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow                  string        `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
+
+	// Sender authentication of the serve sub-commands (shared/serve, docs/events.md).
+	ServeOIDCIssuer             string   `envconfig:"MM2_SERVE_OIDC_ISSUER" scope:"env" desc:"serve: accept only events carrying an OIDC bearer token (Knative Eventing sender authentication) from this issuer URL, e.g. the cluster's service account issuer https://kubernetes.default.svc.cluster.local (empty: no sender authentication)"`
+	ServeOIDCAudience           string   `envconfig:"MM2_SERVE_OIDC_AUDIENCE" scope:"env" desc:"serve: the audience the tokens must be issued for: the sink audience set on the KafkaSource/PingSource (required with MM2_SERVE_OIDC_ISSUER)"`
+	ServeOIDCAllowedSubjects    []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
+	ServeOIDCCAFile             string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
+	ServeOIDCIssuerTokenFile    string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests, for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
+	PayloadAllowUnauthenticated bool     `envconfig:"MM2_PAYLOAD_ALLOW_UNAUTHENTICATED" scope:"env" default:"false" desc:"mirror serve: allow MM2_EVENT_MODE=payload without sender authentication, accepting records from anyone who can reach the service"`
+	ConfigFile                  string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	Flow                        string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
+}
+
+// SenderAuth is the serve sub-commands' sender authentication settings.
+func (c *Config) SenderAuth() serve.SenderAuthConfig {
+	return serve.SenderAuthConfig{Issuer: c.ServeOIDCIssuer, Audience: c.ServeOIDCAudience,
+		AllowedSubjects: c.ServeOIDCAllowedSubjects, CAFile: c.ServeOIDCCAFile, TokenFile: c.ServeOIDCIssuerTokenFile}
 }
 
 // ConnectError explains a failed connection to the flow's "source" or "target" cluster with

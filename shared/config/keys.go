@@ -37,11 +37,10 @@ const (
 	whyTasks     = "parallelism comes from concurrent runs (MM2_BURST_GROUP splits partitions between them), not Connect tasks"
 	whyErrors    = "records are copied as bytes (no converter or transform can fail on them); a failed write fails the run, which retries from its stored position"
 	whyKerberos  = "only used with sasl.mechanism=GSSAPI, which the cluster settings refuse or honour"
-	whyLogin     = "tunes the Java client's login thread; mm2go's clients fetch and refresh credentials themselves"
 	whyBroker    = "a broker-side setting (token validation), not a client one"
 	whyTLSTuning = "Go's crypto/tls negotiates TLS 1.2 or 1.3 with its own vetted cipher suites and the system's randomness"
 	whyCode      = "names Java code mm2go cannot run"
-	whyOIDC      = "Kafka's own OIDC login is not available in this build: use sasl.mechanism=OAUTHBEARER with the Azure AD settings (MM2_<CLUSTER>_AZURE_*), or SCRAM"
+	whyOIDC      = "the OIDC jwt-bearer grant (signed assertions, KIP-1139) is not supported: use Kafka's client-credentials login (sasl.oauthbearer.token.endpoint.url with clientId/clientSecret, docs/oauthbearer.md) or the Azure AD settings"
 )
 
 // keyRules are the verdicts of the keys no setting reads: MM2's ConfigDef keys, the Connect
@@ -110,14 +109,6 @@ var keyRules = map[string]keyRule{
 	"sasl.kerberos.service.name":                          {NotNeeded, whyKerberos, nil},
 	"sasl.kerberos.ticket.renew.jitter":                   {NotNeeded, whyKerberos, nil},
 	"sasl.kerberos.ticket.renew.window.factor":            {NotNeeded, whyKerberos, nil},
-	"sasl.login.connect.timeout.ms":                       {NotNeeded, whyLogin, nil},
-	"sasl.login.read.timeout.ms":                          {NotNeeded, whyLogin, nil},
-	"sasl.login.refresh.buffer.seconds":                   {NotNeeded, whyLogin, nil},
-	"sasl.login.refresh.min.period.seconds":               {NotNeeded, whyLogin, nil},
-	"sasl.login.refresh.window.factor":                    {NotNeeded, whyLogin, nil},
-	"sasl.login.refresh.window.jitter":                    {NotNeeded, whyLogin, nil},
-	"sasl.login.retry.backoff.max.ms":                     {NotNeeded, whyLogin, nil},
-	"sasl.login.retry.backoff.ms":                         {NotNeeded, whyLogin, nil},
 	"sasl.oauthbearer.clock.skew.seconds":                 {NotNeeded, whyBroker, nil},
 	"sasl.oauthbearer.expected.audience":                  {NotNeeded, whyBroker, nil},
 	"sasl.oauthbearer.expected.issuer":                    {NotNeeded, whyBroker, nil},
@@ -126,8 +117,6 @@ var keyRules = map[string]keyRule{
 	"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms":     {NotNeeded, whyBroker, nil},
 	"sasl.oauthbearer.jwks.endpoint.url":                  {NotNeeded, whyBroker, nil},
 	"sasl.oauthbearer.jwt.validator.class":                {NotNeeded, whyBroker, nil},
-	"sasl.oauthbearer.scope.claim.name":                   {NotNeeded, whyBroker, nil},
-	"sasl.oauthbearer.sub.claim.name":                     {NotNeeded, whyBroker, nil},
 	"ssl.client.auth":                                     {NotNeeded, "a server-side setting (mm2go only connects as a client)", nil},
 	"ssl.cipher.suites":                                   {NotNeeded, whyTLSTuning, nil},
 	"ssl.enabled.protocols":                               {NotNeeded, whyTLSTuning, nil},
@@ -141,13 +130,6 @@ var keyRules = map[string]keyRule{
 	"ssl.engine.factory.class":                            {Refused, whyCode, nil},
 	"sasl.client.callback.handler.class":                  {Refused, whyCode, nil},
 	"sasl.login.class":                                    {Refused, whyCode, nil},
-	"sasl.login.callback.handler.class":                   {Refused, whyOIDC, nil},
-	"sasl.oauthbearer.token.endpoint.url":                 {Refused, whyOIDC, nil},
-	"sasl.oauthbearer.client.credentials.client.id":       {Refused, whyOIDC, nil},
-	"sasl.oauthbearer.client.credentials.client.secret":   {Refused, whyOIDC, nil},
-	"sasl.oauthbearer.scope":                              {Refused, whyOIDC, nil},
-	"sasl.oauthbearer.header.urlencode":                   {Refused, whyOIDC, []string{"false"}},
-	"sasl.oauthbearer.jwt.retriever.class":                {Refused, whyOIDC, []string{"org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"}},
 	"sasl.oauthbearer.assertion.algorithm":                {Refused, whyOIDC, []string{"RS256"}},
 	"sasl.oauthbearer.assertion.claim.aud":                {Refused, whyOIDC, nil},
 	"sasl.oauthbearer.assertion.claim.exp.seconds":        {Refused, whyOIDC, []string{"300"}},

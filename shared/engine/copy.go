@@ -747,11 +747,18 @@ func (c *copier) sourceAnswers(ctx context.Context) bool {
 		topics[st.w.tp.Topic] = true
 	}
 	c.mu.Unlock()
+	return c.e.sourceAnswers(ctx, slices.Collect(maps.Keys(topics))...)
+}
+
+// sourceAnswers reports whether the source cluster answers a ListOffsets request for topics
+// within a few seconds. A copy whose partitions yield nothing asks it before it gives up on
+// them: a source broker restarting or hung yields nothing too, and that is waited out.
+func (e *Engine) sourceAnswers(ctx context.Context, topics ...string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, _, err := listOffsetsOnce(ctx, c.e.srcAdm, false, slices.Collect(maps.Keys(topics))...)
+	_, _, err := listOffsetsOnce(ctx, e.srcAdm, false, topics...)
 	if err != nil {
-		c.e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
+		e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
 	}
 	return err == nil
 }

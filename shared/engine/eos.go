@@ -271,6 +271,9 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			res.lag, res.next = max(0, w.end-next), next
 			chunk, chunkBytes, last = nil, 0, -1
 		}
+		if idle >= 5 && !e.sourceAnswers(stopCtx, tp.Topic) {
+			idle = 0 // the source is restarting or hung: wait within the burst's budget
+		}
 		if idle >= 5 || !budgetLeft || full {
 			break
 		}

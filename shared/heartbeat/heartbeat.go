@@ -187,11 +187,13 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		src.Close()
 		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
 	}
-	return &Job{
+	j := &Job{
 		opts: opts, log: logger, target: target,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 		gate: round.NewGate("heartbeat", opts.Metrics), describe: opts.ExplainConnectError,
-	}, nil
+	}
+	j.gate.Logger = logger
+	return j, nil
 }
 
 // Close releases the job's clients.

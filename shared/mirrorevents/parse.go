@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -256,10 +255,11 @@ func buildRecord(e event.Event, keyType KeyType) (*kgo.Record, error) {
 	ext := e.Extensions()
 	rec := &kgo.Record{}
 
-	// Value: data, or null. KafkaSource sends a null and an empty value both as an empty body;
-	// we write null (a tombstone keeps its meaning on compacted topics).
-	if d := e.Data(); len(d) > 0 {
-		rec.Value = append([]byte(nil), d...)
+	// Value: the dispatcher sends a null value as a request without a body (no Content-Length)
+	// and an empty value with Content-Length: 0; shared/serve keeps the difference as nil and
+	// empty data.
+	if d := e.Data(); d != nil {
+		rec.Value = append([]byte{}, d...)
 	}
 
 	// Key.
@@ -268,7 +268,7 @@ func buildRecord(e event.Event, keyType KeyType) (*kgo.Record, error) {
 		if err != nil {
 			return nil, badEvent("extension key: %v", err)
 		}
-		k, err := decodeKey(percentDecode(s), keyType)
+		k, err := decodeKey(fromLatin1(s), keyType)
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +278,7 @@ func buildRecord(e event.Event, keyType KeyType) (*kgo.Record, error) {
 	// Headers: content-type first (KafkaSource moved it into datacontenttype), then every
 	// kafkaheader<name> in name order (the original order is not carried).
 	if ct := e.DataContentType(); ct != "" {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "content-type", Value: []byte(ct)})
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "content-type", Value: []byte(fromLatin1(ct))})
 	}
 	var names []string
 	for name := range ext {
@@ -292,7 +292,7 @@ func buildRecord(e event.Event, keyType KeyType) (*kgo.Record, error) {
 		if err != nil {
 			return nil, badEvent("extension %s: %v", name, err)
 		}
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name[len(ExtHeaderPrefix):], Value: []byte(percentDecode(s))})
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name[len(ExtHeaderPrefix):], Value: []byte(fromLatin1(s))})
 	}
 
 	// Timestamp: time, at millisecond precision, becomes CreateTime. No time: the producer
@@ -331,16 +331,26 @@ func decodeKey(s string, kt KeyType) ([]byte, error) {
 	}
 }
 
-// percentDecode undoes the percent-encoding that the CloudEvents HTTP binding (1.0.2, 3.1.3.2)
-// asks senders to apply to header values outside printable ASCII. A value that is not valid
-// percent-encoding is returned unchanged (a sender that did not encode).
-func percentDecode(s string) string {
-	if !strings.Contains(s, "%") {
+// fromLatin1 undoes how the dispatcher writes a header value: it decodes the Kafka bytes as
+// UTF-8 into a Java string and Netty writes each character as one byte (ISO-8859-1; a
+// character above U+00FF, such as the U+FFFD that replaced an invalid byte, becomes '?'). So
+// each received byte is one character, re-encoded here as UTF-8. Header values are taken
+// as text, never percent-decoded: the dispatcher does not percent-encode them.
+func fromLatin1(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
 		return s
 	}
-	d, err := url.PathUnescape(s)
-	if err != nil {
-		return s
+	var b strings.Builder
+	b.Grow(len(s) * 2)
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(rune(s[i]))
 	}
-	return d
+	return b.String()
 }

@@ -46,7 +46,8 @@ func TestKeyTypes(t *testing.T) {
 		bad  bool
 	}{
 		"string":           {KeyString, "k-1", "k-1", false},
-		"string percent":   {KeyString, "a%20b%00", "a b\x00", false},
+		"string percent":   {KeyString, "a%20b%41", "a%20b%41", false},
+		"string latin1":    {KeyString, "h\xe9?", "h\u00e9?", false},
 		"string not pct":   {KeyString, "50%off", "50%off", false},
 		"byte-array":       {KeyByteArray, "AP8BAg==", "\x00\xff\x01\x02", false},
 		"byte-array bad":   {KeyByteArray, "not base64!", "", true},

@@ -10,13 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
-	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/serve"
 )
@@ -35,25 +36,49 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// Transient reports failures worth retrying later (the answer is then 503): the network,
-// timeouts, and Kafka errors the protocol marks retriable (leader moves, coordinator loading).
+// Transient reports failures worth retrying later (the answer is then 503, the exit code 3):
+// see cluster.Retriable (the network, timeouts, Kafka errors the protocol marks retriable such
+// as leader moves and coordinator loading; never a TLS or authentication mistake).
 func Transient(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || kerr.IsRetriable(err)
+	var rb *cluster.RetryBudgetError
+	return errors.As(err, &rb) || cluster.Retriable(err)
 }
+
+// ServeBackoff bounds the retries of a round run for a CloudEvent: short, since the sender
+// (PingSource, KafkaSource) retries a 503 with its own backoff and the round must not hold the
+// request for minutes.
+var ServeBackoff = cluster.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, Budget: 5 * time.Second}
 
 // Gate lets one round run at a time: concurrent events wait for the running round.
 type Gate struct {
 	// Name is the job's name in answers and errors ("checkpoint", "heartbeat").
 	Name    string
 	Metrics *metrics.Recorder
-	running chan struct{}
+	// Logger logs the retries of a round (nil: none).
+	Logger *slog.Logger
+	// RunBackoff bounds the retries of `run` (default cluster.DefaultBackoff) and
+	// ServeBackoff those of a round run for an event (default round.ServeBackoff): a round
+	// that fails with a Transient error is run again from its start after a wait, until it
+	// succeeds, fails for good, or the budget or the context ends.
+	RunBackoff, ServeBackoff cluster.Backoff
+	running                  chan struct{}
 }
 
 // NewGate returns a Gate for the job called name; rec may be nil.
 func NewGate(name string, rec *metrics.Recorder) *Gate {
-	return &Gate{Name: name, Metrics: rec, running: make(chan struct{}, 1)}
+	return &Gate{Name: name, Metrics: rec, RunBackoff: cluster.DefaultBackoff, ServeBackoff: ServeBackoff, running: make(chan struct{}, 1)}
+}
+
+// retry runs round until it succeeds or fails for good (see cluster.Retry), returning the last
+// summary and error.
+func retry[S any](ctx context.Context, g *Gate, b cluster.Backoff, round func(context.Context) (S, error)) (S, error) {
+	var sum S
+	err := cluster.Retry(ctx, g.Logger, g.Name+" round", b, func(ctx context.Context) error {
+		var err error
+		sum, err = round(ctx)
+		return err
+	})
+	return sum, err
 }
 
 // Handle runs round once and maps its outcome to an answer: 200 with the JSON summary; 503
@@ -66,7 +91,7 @@ func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S,
 	case <-ctx.Done():
 		return serve.Text(http.StatusServiceUnavailable, "a %s round is still running", g.Name)
 	}
-	sum, err := round(ctx)
+	sum, err := retry(ctx, g, g.ServeBackoff, round)
 	if err != nil {
 		g.Metrics.Error(ctx, metrics.ErrorKind(err))
 	}
@@ -84,18 +109,27 @@ func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S,
 	return serve.Text(http.StatusInternalServerError, "%s round failed: %v", g.Name, err)
 }
 
-// Once is the `run` sub-command's body: one round, its summary written as JSON to stdout (also
-// when the round failed part-way), the error wrapped with the job's name.
-func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(context.Context) (S, error)) error {
-	sum, err := round(ctx)
+// Once is the `run` sub-command's body: one round, retried while it fails with a Transient
+// error (within g.RunBackoff), its summary written as JSON to stdout (also when the round
+// failed part-way), the error wrapped with the job's name. An error that is still transient
+// when the budget or the context ends also wraps runAgain (the caller's "run again later", e.g.
+// cli.ErrMoreToDo, exit code 3).
+func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(context.Context) (S, error), runAgain error) error {
+	sum, err := retry(ctx, g, g.RunBackoff, round)
 	if b, jerr := json.Marshal(sum); jerr == nil {
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
-	if err != nil {
-		g.Metrics.Error(ctx, metrics.ErrorKind(err))
-		return fmt.Errorf("%s round: %w", g.Name, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	g.Metrics.Error(ctx, metrics.ErrorKind(err))
+	if Transient(err) || ctx.Err() != nil {
+		if g.Logger != nil {
+			g.Logger.Error("round not done; run again later (exit code 3)", "round", g.Name, "err", err.Error())
+		}
+		return fmt.Errorf("%s round: %w (%w)", g.Name, err, runAgain)
+	}
+	return fmt.Errorf("%s round: %w", g.Name, err)
 }
 
 // Job is a periodic job built from settings: Server hands it the CloudEvents.

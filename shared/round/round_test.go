@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/serve"
 )
 
@@ -50,6 +53,7 @@ func TestHandleAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewGate("heartbeat", nil)
+			g.ServeBackoff = fastBackoff
 			res := Handle(context.Background(), g, func(context.Context) (summary, error) { return summary{Written: 3}, tc.err })
 			var r *serve.Reply
 			if !errors.As(res, &r) {
@@ -86,9 +90,11 @@ func TestHandleOneRoundAtATime(t *testing.T) {
 
 func TestOnceWritesSummaryAndWrapsError(t *testing.T) {
 	var out bytes.Buffer
-	err := Once(context.Background(), NewGate("checkpoint", nil), &out, func(context.Context) (summary, error) {
+	g := NewGate("checkpoint", nil)
+	g.RunBackoff = fastBackoff
+	err := Once(context.Background(), g, &out, func(context.Context) (summary, error) {
 		return summary{Written: 1}, kerr.TopicAuthorizationFailed
-	})
+	}, errRunAgain)
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.HasPrefix(err.Error(), "checkpoint round: ") {
 		t.Errorf("error %v", err)
 	}
@@ -96,3 +102,47 @@ func TestOnceWritesSummaryAndWrapsError(t *testing.T) {
 		t.Errorf("stdout %q", out.String())
 	}
 }
+
+// fastBackoff keeps the tests' retries short.
+var fastBackoff = cluster.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond, Budget: 50 * time.Millisecond}
+
+// TestOnceRetriesTransient: a round failing with COORDINATOR_NOT_AVAILABLE (a brand-new
+// cluster creating its offsets topic) is run again and its success is the run's; a round
+// still failing when the budget ends exits 3 (errRunAgain), a permanent failure at once.
+func TestOnceRetriesTransient(t *testing.T) {
+	g := NewGate("checkpoint", nil)
+	g.RunBackoff = cluster.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond, Budget: time.Minute}
+	calls := 0
+	var out bytes.Buffer
+	err := Once(context.Background(), g, &out, func(context.Context) (summary, error) {
+		calls++
+		if calls < 3 {
+			return summary{}, fmt.Errorf("fetching offsets of group \"app1\": %w", kerr.CoordinatorNotAvailable)
+		}
+		return summary{Written: 2}, nil
+	}, errRunAgain)
+	if err != nil || calls != 3 || out.String() != "{\"written\":2}\n" {
+		t.Errorf("err %v after %d calls, stdout %q; want success on the third", err, calls, out.String())
+	}
+
+	g.RunBackoff = fastBackoff
+	err = Once(context.Background(), g, io.Discard, func(context.Context) (summary, error) {
+		return summary{}, kerr.CoordinatorLoadInProgress
+	}, errRunAgain)
+	var rb *cluster.RetryBudgetError
+	if !errors.Is(err, errRunAgain) || !errors.Is(err, kerr.CoordinatorLoadInProgress) || !errors.As(err, &rb) {
+		t.Errorf("budget ran out: %v; want ErrMoreToDo wrapping the Kafka error", err)
+	}
+
+	calls = 0
+	err = Once(context.Background(), g, io.Discard, func(context.Context) (summary, error) {
+		calls++
+		return summary{}, kerr.TopicAuthorizationFailed
+	}, errRunAgain)
+	if calls != 1 || errors.Is(err, errRunAgain) {
+		t.Errorf("permanent error: %d calls, %v; want one call, no ErrMoreToDo", calls, err)
+	}
+}
+
+// errRunAgain stands for the caller's "run again later" (cli.ErrMoreToDo in shared/app).
+var errRunAgain = errors.New("run again later")

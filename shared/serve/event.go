@@ -146,6 +146,17 @@ func parseEvent(r *http.Request, body []byte) (event.Event, int, string) {
 	if err := ep.Validate(); err != nil {
 		return event.Event{}, http.StatusBadRequest, "invalid CloudEvent: " + err.Error()
 	}
+	if len(body) == 0 && msg.ReadEncoding() == binding.EncodingBinary {
+		// Binary mode keeps "no body" and "an empty body" apart, as Knative's KafkaSource
+		// dispatcher does for a null and an empty record value: a request with neither
+		// Content-Length nor Transfer-Encoding has nil data, one with Content-Length: 0 has
+		// empty data.
+		if r.Header.Get("Content-Length") == "" && len(r.TransferEncoding) == 0 {
+			ep.DataEncoded = nil
+		} else {
+			ep.DataEncoded = []byte{}
+		}
+	}
 	return *ep, 0, ""
 }
 

@@ -91,6 +91,10 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Metrics, if set, answers GET /metrics (metrics.Recorder.Handler: Prometheus text).
 	Metrics http.Handler
+	// SenderAuth, when enabled, requires a valid OIDC bearer token on every event request
+	// (Knative Eventing's sender authentication, auth.go); /healthz, /readyz and /metrics stay
+	// open for probes and scrapers.
+	SenderAuth SenderAuthConfig
 }
 
 // Defaults.
@@ -149,6 +153,13 @@ func AddrFromPort(port string) string {
 // It returns nil after a shutdown caused by ctx, or the error that stopped the server.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger, h Handler) error {
 	cfg = cfg.withDefaults()
+	var auth *senderAuth
+	if cfg.SenderAuth.Enabled() {
+		var err error
+		if auth, err = newSenderAuth(ctx, cfg.SenderAuth, logger); err != nil {
+			return err
+		}
+	}
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
@@ -163,7 +174,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, h Handler) error 
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           NewHTTPHandler(cfg, logger, h),
+		Handler:           newHTTPHandler(cfg, logger, h, auth),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -201,8 +212,22 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, h Handler) error 
 
 // NewHTTPHandler returns the server's routes (/, /healthz, /readyz, /metrics) as an http.Handler, for
 // tests with httptest or for mounting on another server. cfg's zero fields take their defaults;
-// Addr, Listener and the server timeouts are not used.
+// Addr, Listener and the server timeouts are not used. With cfg.SenderAuth enabled but invalid,
+// every event is refused with 500 and the setting's problem (Run refuses to start instead).
 func NewHTTPHandler(cfg Config, logger *slog.Logger, h Handler) http.Handler {
+	var auth *senderAuth
+	if cfg.SenderAuth.Enabled() {
+		var err error
+		if auth, err = newSenderAuth(context.Background(), cfg.SenderAuth, logger); err != nil {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeText(w, http.StatusInternalServerError, err.Error())
+			})
+		}
+	}
+	return newHTTPHandler(cfg, logger, h, auth)
+}
+
+func newHTTPHandler(cfg Config, logger *slog.Logger, h Handler, auth *senderAuth) http.Handler {
 	cfg = cfg.withDefaults()
 	s := &server{cfg: cfg, log: logger, h: h}
 	mux := http.NewServeMux()
@@ -211,7 +236,11 @@ func NewHTTPHandler(cfg Config, logger *slog.Logger, h Handler) http.Handler {
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
-	mux.HandleFunc("/", s.event)
+	if auth != nil {
+		mux.HandleFunc("/", auth.wrap(s.event))
+	} else {
+		mux.HandleFunc("/", s.event)
+	}
 	return s.recoverer(mux)
 }
 

@@ -220,6 +220,13 @@ type contender struct {
 	// burst's start, just before its first request to a broker, to the first record
 	// acknowledged by the target. -1 where the contender reports none.
 	BurstFirstRecordMS int64 `json:"burst_first_record_ms"`
+	// DispatcherStart (serve only) is the genuine dispatcher's start, from launch to partition
+	// assignment, included in FirstRecord and Done. DispatcherRequests are the requests it sent
+	// for the backlog (or until 30 s after Done), DispatcherRPS their rate between its first and
+	// last request.
+	DispatcherStart    time.Duration `json:"dispatcher_start_ns,omitempty"`
+	DispatcherRequests int64         `json:"dispatcher_requests,omitempty"`
+	DispatcherRPS      float64       `json:"dispatcher_requests_per_s,omitempty"`
 }
 
 // watch starts cmd and polls the target until want more records than topics held before

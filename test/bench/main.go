@@ -33,7 +33,7 @@ func main() {
 	flag.Float64Var(&opts.scale, "scale", 1, "multiply record counts (e.g. 0.1 for a quick run)")
 	flag.BoolVar(&opts.skipMM2, "skip-mm2", false, "do not run real MirrorMaker 2")
 	flag.BoolVar(&opts.skipMirror, "skip-mirror", false, "do not run mm2go's mirror run (harness check only)")
-	flag.BoolVar(&opts.skipServe, "skip-serve", false, "do not run mm2go's mirror serve (fetch mode with the KafkaSource driver)")
+	flag.BoolVar(&opts.skipServe, "skip-serve", false, "do not run mm2go's mirror serve (fetch mode driven by the genuine Knative dispatcher)")
 	flag.IntVar(&opts.sourcePort, "source-port", 61092, "PLAINTEXT port of the bench source cluster")
 	flag.IntVar(&opts.targetPort, "target-port", 62092, "PLAINTEXT port of the bench target cluster")
 	flag.Parse()

@@ -17,7 +17,7 @@ type result struct {
 	ConsumerMBPS float64    `json:"broker_consumer_mb_per_s"`
 	MM2          *contender `json:"mm2,omitempty"`
 	Mirror       *contender `json:"mirror_run"`
-	// Serve is `mirror serve` in fetch mode, driven by the KafkaSource-like driver.
+	// Serve is `mirror serve` in fetch mode, driven by the genuine Knative dispatcher.
 	Serve *contender `json:"mirror_serve,omitempty"`
 }
 
@@ -101,8 +101,8 @@ func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts 
 	return nil
 }
 
-const tableHeader = "| workload | broker producer rec/s (MB/s) | broker consumer rec/s (MB/s) | MM2 first record | MM2 done | MM2 rec/s (MB/s) | MM2 peak RSS | mm2go first record | mm2go first record after brokers answer | mm2go done | mm2go rec/s (MB/s) | mm2go peak RSS | mm2go CPU s | mm2go / MM2 | mm2go / producer limit | serve done | serve rec/s (MB/s) | serve peak RSS | serve / run |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+const tableHeader = "| workload | broker producer rec/s (MB/s) | broker consumer rec/s (MB/s) | MM2 first record | MM2 done | MM2 rec/s (MB/s) | MM2 peak RSS | mm2go first record | mm2go first record after brokers answer | mm2go done | mm2go rec/s (MB/s) | mm2go peak RSS | mm2go CPU s | mm2go / MM2 | mm2go / producer limit | serve done | serve rec/s (MB/s) | serve peak RSS | serve / run | dispatcher start | dispatcher req/s |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 func (r result) markdownRow() string {
 	na := "n/a"
@@ -124,9 +124,10 @@ func (r result) markdownRow() string {
 		vsProd = fmt.Sprintf("%.2f×", r.Mirror.RecordsPS/r.ProducerRPS)
 	}
 	m := r.Mirror
-	svDone, svRate, svRSS, svVsRun := na, na, na, na
+	svDone, svRate, svRSS, svVsRun, dStart, dRPS := na, na, na, na, na, na
 	if s := r.Serve; s != nil {
 		svDone, svRate, svRSS = dur(s.Done), rate(s.RecordsPS, s.MBPS), mib(s.PeakRSSKiB)
+		dStart, dRPS = dur(s.DispatcherStart), fmt.Sprintf("%.0f (%d requests)", s.DispatcherRPS, s.DispatcherRequests)
 		if s.Done > 0 && m.Done > 0 {
 			svVsRun = fmt.Sprintf("%.2f×", m.Done.Seconds()/s.Done.Seconds())
 		}
@@ -135,11 +136,11 @@ func (r result) markdownRow() string {
 	if m.BurstFirstRecordMS >= 0 {
 		own = fmt.Sprintf("%dms", m.BurstFirstRecordMS)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s |",
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |",
 		r.Workload.Name, rate(r.ProducerRPS, r.ProducerMBPS), rate(r.ConsumerRPS, r.ConsumerMBPS),
 		mm2First, mm2Done, mm2Rate, mm2RSS,
 		dur(m.FirstRecord), own, dur(m.Done), rate(m.RecordsPS, m.MBPS), mib(m.PeakRSSKiB), m.CPUSeconds, vsMM2, vsProd,
-		svDone, svRate, svRSS, svVsRun)
+		svDone, svRate, svRSS, svVsRun, dStart, dRPS)
 }
 
 func (r report) markdown() string {
@@ -151,7 +152,7 @@ func (r report) markdown() string {
 	b.WriteString("\"mm2go first record after brokers answer\" is mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged. ")
 	b.WriteString("A workload named -resumed measures a second run on a flow whose topics and positions a first run left behind (only the new records are copied): the cost of a scale-to-zero instance picking up where it stopped. tiny-10 is a flow's very first run, which also creates the remote and internal topics. ")
 	b.WriteString("mm2go / MM2 compares time to done (higher is better for mm2go); mm2go / producer limit compares records/s with Kafka's producer perf test into the target. ")
-	b.WriteString("serve = `mirror serve` in fetch mode driven by a KafkaSource-like dispatcher (ordered, one request per record; like Knative's, it is running when the function starts, and its first request is held until the function answers /readyz, as the activator holds it); serve / run compares time to done with `mirror run` (higher is better).\n\n")
+	b.WriteString("serve = `mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (dispatcher-loom from ../shared/knative-dispatcher; ordered, key type byte-array, the delivery settings of knative/kafkasource.yaml); its times start when the dispatcher is launched, the function being ready already, so they include the dispatcher's own start (dispatcher start: launch to partition assignment); dispatcher req/s = its requests for the backlog (one per record; at most the first 30 s after done), between its first and last; serve / run compares time to done with `mirror run` (higher is better).\n\n")
 	b.WriteString(tableHeader + "\n")
 	for _, res := range r.Results {
 		b.WriteString(res.markdownRow() + "\n")

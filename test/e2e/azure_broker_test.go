@@ -66,22 +66,36 @@ func freePortBase(t *testing.T) int {
 	return 0
 }
 
+// tokenValidation is what the OAUTHBEARER listener checks: signatures against the keys at
+// JWKSURL (file: or http(s):), the audience and the issuer.
+type tokenValidation struct {
+	JWKSURL, Audience, Issuer string
+}
+
 // startOAuthBroker starts the OAUTHBEARER cluster validating fake's tokens.
 func startOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server) *oauthBroker {
+	t.Helper()
+	ob := startValidatingBroker(t, c, tokenValidation{JWKSURL: "file:" + fake.JWKSFile, Audience: entrafake.Audience(ehNamespace), Issuer: fake.Issuer})
+	ob.JWKSFile = fake.JWKSFile
+	return ob
+}
+
+// startValidatingBroker starts a third cluster whose OAUTH listener validates tokens as v says.
+func startValidatingBroker(t *testing.T, c testkit.Clusters, v tokenValidation) *oauthBroker {
 	t.Helper()
 	// Another test may bind a port between our check and the broker's
 	// start: try a few port ranges.
 	var ob *oauthBroker
 	for attempt := 0; ; attempt++ {
 		var inUse bool
-		ob, inUse = tryStartOAuthBroker(t, c, fake, attempt == 2)
+		ob, inUse = tryStartOAuthBroker(t, c, v, attempt == 2)
 		if !inUse {
 			return ob
 		}
 	}
 }
 
-func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Server, last bool) (*oauthBroker, bool) {
+func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, v tokenValidation, last bool) (*oauthBroker, bool) {
 	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -90,9 +104,8 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 		Name:      "azoauth" + hex.EncodeToString(b),
 		Plain:     fmt.Sprintf("127.0.0.1:%d", base),
 		OAuth:     fmt.Sprintf("127.0.0.1:%d", base+3),
-		Audience:  entrafake.Audience(ehNamespace),
-		JWKSFile:  fake.JWKSFile,
-		Issuer:    fake.Issuer,
+		Audience:  v.Audience,
+		Issuer:    v.Issuer,
 		KafkaHome: c.KafkaHome,
 	}
 	if ob.KafkaHome == "" {
@@ -102,7 +115,7 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 	// so that broker and clients always agree on the CA.
 	keystore, ca := listenerCert(t)
 	ob.CA = ca
-	jwksURL := "file:" + fake.JWKSFile
+	jwksURL := v.JWKSURL
 	const validator = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
 	props := []string{
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d,OAUTH://127.0.0.1:%d", base, base+1, base+2, base+3),
@@ -113,7 +126,7 @@ func tryStartOAuthBroker(t *testing.T, c testkit.Clusters, fake *entrafake.Serve
 		"listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
 		"listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=" + jwksURL,
 		"listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience=" + ob.Audience,
-		"listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=" + fake.Issuer,
+		"listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=" + v.Issuer,
 		// Kafka 4.1.0-4.1.1 validate nothing (signature, issuer, audience)
 		// unless the broker validator is named (CVE-2026-33557); the
 		// harness pins 4.1.1. Both spellings, listener and global; the

@@ -2,151 +2,244 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"log/slog"
 	mathrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
 
-	"github.com/mm2go/mm2go/shared/engine"
-	"github.com/mm2go/mm2go/shared/filter"
-	"github.com/mm2go/mm2go/shared/mirrorevents"
-	"github.com/mm2go/mm2go/shared/mm2"
-	"github.com/mm2go/mm2go/shared/serve"
 	"github.com/mm2go/mm2go/test/testkit"
-	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
-// serveFunc is an in-process `mirror serve` (engine + mirrorevents + serve.Run on loopback).
-type serveFunc struct {
-	URL    string
-	copier *countingCopier
-	stop   func()
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-type serveOpts struct {
-	mode           mirrorevents.Mode
-	keyType        mirrorevents.KeyType
-	requestTimeout time.Duration
-	copyTimeout    time.Duration
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
 }
 
-// countingCopier counts the payload writes the handler asks the engine for, and the copies the
-// engine runs (copies: its source consumers, counted by a franz-go hook, since the engine
-// answers most copy requests from memory and coalesces the rest).
-type countingCopier struct {
-	mirrorevents.Copier
-	copies, writes atomic.Int64
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
-// OnNewClient implements kgo.HookNewClient: a client consuming assigned partitions is a copy.
-func (c *countingCopier) OnNewClient(cl *kgo.Client) {
-	if m, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset); len(m) > 0 {
-		c.copies.Add(1)
-	}
+// serveProc is a `mirror serve` process on a fixed port (so a restart keeps its URL).
+type serveProc struct {
+	URL  string
+	port int
+	env  []string
+	t    *testing.T
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error
+	out    *syncBuffer
+	logs   []string // output of earlier processes (before a kill or stop)
 }
 
-func (c *countingCopier) WriteAt(ctx context.Context, topic string, p int32, r *kgo.Record) error {
-	c.writes.Add(1)
-	return c.Copier.WriteAt(ctx, topic, p, r)
-}
-
-func serveLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("MM2GO_TEST_VERBOSE") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// startServeMirror starts the mirror function for topics (regex) between two bootstraps.
-func startServeMirror(t testing.TB, source, target, topics string, o serveOpts) *serveFunc {
+// startServe starts `mirror serve` replicating topics (a regex list) from the harness source to
+// target, with extra MM2_* settings, and waits until /readyz answers 200.
+func startServe(t *testing.T, c testkit.Clusters, target, topics string, extra ...string) *serveProc {
 	t.Helper()
-	logger := serveLogger(t)
-	cc := &countingCopier{}
-	dial := func(ctx context.Context, side engine.Side, extra ...kgo.Opt) (*kgo.Client, error) {
-		bs := source
-		if side == engine.Target {
-			bs = target
+	port := freePort(t)
+	env := MirrorEnv(c, topics, append([]string{"PORT=" + strconv.Itoa(port), "MM2_LOG_FORMAT=text", "MM2_TARGET_BOOTSTRAP_SERVERS=" + target}, extra...)...)
+	s := &serveProc{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), port: port, env: env, t: t}
+	s.start()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("mirror serve output (tail):\n%s", tail(s.output(), 6000))
 		}
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bs), kgo.RetryTimeout(5 * time.Second), kgo.WithHooks(cc)}, extra...)...)
-	}
-	f, err := filter.Topics(topics, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e, err := engine.New(ctx, engine.Options{
-		SourceAlias: "source", TargetAlias: "target", Topics: f,
-		ReplicationFactor: 1, OffsetSyncsTopicReplicationFactor: 1, OffsetStorageReplicationFactor: 1,
-	}, dial, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc.Copier = mirrorevents.NewEngineCopier(e, dial, engine.BurstOptions{}, logger)
-	h, err := mirrorevents.New(cc, mirrorevents.Options{Mode: o.mode, KeyType: o.keyType, CopyTimeout: o.copyTimeout}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
+	return s
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- serve.Run(ctx, serve.Config{Listener: ln, RequestTimeout: o.requestTimeout, ShutdownTimeout: 10 * time.Second}, logger, h)
-	}()
-	sf := &serveFunc{URL: "http://" + ln.Addr().String() + "/", copier: cc}
-	stopped := false
-	sf.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve.Run: %v", err)
-		}
-		h.Close()
-		cc.Copier.(*mirrorevents.EngineCopier).Close()
-		e.Close()
-	}
-	t.Cleanup(sf.stop)
-	return sf
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// runDriver starts a KafkaSource driver in the background; the returned stop ends it.
-func runDriver(t testing.TB, cfg kafkasource.Config) (*kafkasource.Driver, func()) {
+func (s *serveProc) start() {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := exec.Command(MirrorBinary(s.t), "serve")
+	cmd.Env = s.env
+	s.out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatal(err)
+	}
+	s.cmd, s.exited = cmd, make(chan error, 1)
+	go func(ch chan error) { ch <- cmd.Wait() }(s.exited)
+	s.mu.Unlock()
+	testkit.WaitFor(s.t, 60*time.Second, "mirror serve to be ready", func() bool {
+		resp, err := http.Get(strings.TrimSuffix(s.URL, "/") + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// kill SIGKILLs the process (no graceful anything).
+func (s *serveProc) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.logs = append(s.logs, s.out.String())
+	s.cmd = nil
+}
+
+// stop sends SIGTERM and fails the test unless the process exits 0 within 60 s.
+func (s *serveProc) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			s.t.Errorf("mirror serve exited with %v after SIGTERM", err)
+		}
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.t.Errorf("mirror serve did not exit within 60 s of SIGTERM")
+	}
+	s.logs = append(s.logs, s.out.String())
+	s.cmd = nil
+}
+
+func (s *serveProc) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := strings.Join(s.logs, "\n--- restart ---\n")
+	if s.cmd != nil {
+		all += "\n--- running ---\n" + s.out.String()
+	}
+	return all
+}
+
+// shippedDelivery returns a dispatcher configuration with the delivery settings and key type of
+// knative/kafkasource.yaml (what the repository ships), for the given topics and sink.
+func shippedDelivery(t *testing.T, bootstrap string, topics []string, sink string) dispatcher.Config {
 	t.Helper()
-	d, err := kafkasource.New(cfg)
+	file := filepath.Join(testkit.RepoRoot(t), "knative", "kafkasource.yaml")
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("driver: %v", err)
+	var ks struct {
+		Metadata struct {
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"metadata"`
+		Spec struct {
+			Ordering string `yaml:"ordering"`
+			Delivery struct {
+				Retry         *int   `yaml:"retry"`
+				BackoffPolicy string `yaml:"backoffPolicy"`
+				BackoffDelay  string `yaml:"backoffDelay"`
+				Timeout       string `yaml:"timeout"`
+			} `yaml:"delivery"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &ks); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	d := ks.Spec.Delivery
+	cfg := dispatcher.Config{Bootstrap: bootstrap, Topics: topics, Sink: sink, Namespace: "mirror",
+		Unordered: ks.Spec.Ordering == "unordered", LinearBackoff: strings.EqualFold(d.BackoffPolicy, "linear"),
+		BackoffDelay: isoDuration(t, d.BackoffDelay), Timeout: isoDuration(t, d.Timeout)}
+	if d.Retry == nil {
+		t.Fatalf("%s: spec.delivery.retry is not set", file)
+	}
+	cfg.Retry = *d.Retry
+	if cfg.Retry == 0 {
+		cfg.Retry = dispatcher.NoRetries
+	}
+	switch kt := ks.Metadata.Labels["kafkasources.sources.knative.dev/key-type"]; kt {
+	case "", "string":
+		cfg.KeyType = dispatcher.KeyString
+	case "int":
+		cfg.KeyType = dispatcher.KeyInteger
+	case "float":
+		cfg.KeyType = dispatcher.KeyDouble
+	case "byte-array":
+		cfg.KeyType = dispatcher.KeyByteArray
+	default:
+		t.Fatalf("%s: key-type label %q", file, kt)
+	}
+	return cfg
+}
+
+// retryWaits is the time the dispatcher waits between the attempts of one event under cfg:
+// exponential delay x 2^n or linear delay x n, n = 1..retry.
+func retryWaits(cfg dispatcher.Config) time.Duration {
+	var total time.Duration
+	for n := 1; n <= max(cfg.Retry, 0); n++ {
+		if cfg.LinearBackoff {
+			total += cfg.BackoffDelay * time.Duration(n)
+		} else {
+			total += cfg.BackoffDelay << n
 		}
 	}
-	t.Cleanup(stop)
-	return d, stop
+	return total
+}
+
+// isoDuration reads the ISO 8601 durations the manifests use (PT<seconds>S, PT<minutes>M).
+func isoDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	if s == "" {
+		return 0
+	}
+	rest, ok := strings.CutPrefix(s, "PT")
+	var unit time.Duration
+	switch {
+	case ok && strings.HasSuffix(rest, "S"):
+		unit = time.Second
+	case ok && strings.HasSuffix(rest, "M"):
+		unit = time.Minute
+	default:
+		t.Fatalf("duration %q: want PT<n>S or PT<n>M", s)
+	}
+	f, err := strconv.ParseFloat(rest[:len(rest)-1], 64)
+	if err != nil {
+		t.Fatalf("duration %q: %v", s, err)
+	}
+	return time.Duration(f * float64(unit))
 }
 
 // endOffsets returns the end offset of every partition of topic.
@@ -164,35 +257,44 @@ func endOffsets(t testing.TB, bootstrap, topic string) map[int32]int64 {
 	return out
 }
 
-// waitDelivered waits until the driver's group committed ends.
-func waitDelivered(t testing.TB, bootstrap, group, topic string, ends map[int32]int64, d time.Duration) {
+// waitTargetCount waits until the remote topic's end offsets add up to at least n.
+func waitTargetCount(t *testing.T, bootstrap, remote string, n int64, timeout time.Duration) {
 	t.Helper()
-	if err := kafkasource.WaitDelivered(testkit.Context(t, d), bootstrap, group, topic, ends); err != nil {
-		t.Fatal(err)
+	var last int64
+	deadline := time.Now().Add(timeout)
+	for {
+		last = EndOffsetsSum(testkit.Context(t, 20*time.Second), bootstrap, remote)
+		if last >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %s has %d records after %s, want %d", remote, bootstrap, last, timeout, n)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// payloadExpectation is the record payload mode writes for a source record delivered by
-// KafkaSource with key-type byte-array, as documented in docs/events.md:
-//   - key: exact bytes; an empty key becomes null (KafkaSource sends no key extension);
-//   - value: exact bytes; an empty value becomes null (both arrive as an empty body);
+// payloadExpectation is the record payload mode writes for a source record delivered by the
+// genuine dispatcher with key type byte-array, as measured and documented in docs/events.md:
+//   - key: exact bytes; an empty key becomes null (the dispatcher sends no key for it);
+//   - value: exact bytes, null and empty apart;
 //   - headers: content-type first (value lower-cased), then one header per sanitized name
-//     (lower-case [a-z0-9] only; the last duplicate wins) in name order; values UTF-8 decoded
-//     (each invalid byte becomes EF BF BD); a null value becomes empty;
+//     (lower-case [a-z0-9] only; the last duplicate wins) in name order; a value's UTF-8 text
+//     is kept where its characters are at most U+00FF, any other character and any invalid
+//     byte becomes '?'; whitespace around a value is trimmed;
 //   - timestamp: milliseconds, as CreateTime.
+//
+// It applies to records the dispatcher can send (no control bytes, no null header value).
 func payloadExpectation(r *kgo.Record) *kgo.Record {
-	out := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Timestamp: r.Timestamp.Truncate(time.Millisecond)}
+	out := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Timestamp: r.Timestamp.Truncate(time.Millisecond), Value: r.Value}
 	if len(r.Key) > 0 {
 		out.Key = r.Key
-	}
-	if len(r.Value) > 0 {
-		out.Value = r.Value
 	}
 	var ct *kgo.RecordHeader
 	byName := map[string][]byte{}
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Key, "content-type") {
-			ct = &kgo.RecordHeader{Key: "content-type", Value: []byte(strings.ToLower(toValidUTF8(h.Value)))}
+			ct = &kgo.RecordHeader{Key: "content-type", Value: []byte(strings.ToLower(asLatin1Text(h.Value)))}
 			continue
 		}
 		var name strings.Builder
@@ -201,7 +303,7 @@ func payloadExpectation(r *kgo.Record) *kgo.Record {
 				name.WriteRune(c)
 			}
 		}
-		byName[name.String()] = []byte(toValidUTF8(h.Value))
+		byName[name.String()] = []byte(asLatin1Text(h.Value))
 	}
 	if ct != nil {
 		out.Headers = append(out.Headers, *ct)
@@ -217,14 +319,17 @@ func payloadExpectation(r *kgo.Record) *kgo.Record {
 	return out
 }
 
-func toValidUTF8(b []byte) string {
+// asLatin1Text is what survives the dispatcher's header writing: UTF-8 decoding (invalid bytes
+// become U+FFFD), one byte per character (above U+00FF: '?'), Go's trimming of the value.
+func asLatin1Text(b []byte) string {
 	var sb strings.Builder
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
+	for _, r := range string(b) { // invalid bytes decode as U+FFFD
+		if r > 0xff {
+			r = '?'
+		}
 		sb.WriteRune(r)
-		b = b[n:]
 	}
-	return sb.String()
+	return strings.Trim(sb.String(), " \t")
 }
 
 // freePortBlock finds a port p with p, p+1 and p+2 free on loopback (a harness cluster uses all
@@ -252,47 +357,38 @@ func freePortBlock(t testing.TB) int {
 	return 0
 }
 
-// assertPositionsAndSyncs checks what the function left behind besides records, as MM2 would:
-// the stored position of every partition is its source end - 1 (the offsets topic), and the
-// offset-syncs topic (on the source) has syncs for the topic whose downstream offsets point at
-// the copies of their upstream records.
-func assertPositionsAndSyncs(t *testing.T, fn *serveFunc, sourceBootstrap, topic string, ends map[int32]int64, want, got []*kgo.Record) {
+// ownCluster starts a harness cluster of the test's own (to pause it without disturbing other
+// tests) and returns its bootstrap address and a kafka.sh runner for it.
+func ownCluster(t *testing.T, c testkit.Clusters, prefix string) (string, func(args ...string)) {
 	t.Helper()
-	ctx := testkit.Context(t, 30*time.Second)
-	for p, end := range ends {
-		next, ok, err := fn.copier.Position(ctx, topic, p)
-		if err != nil || !ok || next != end {
-			t.Errorf("stored position of %s[%d]: next %d (stored %v, %v), want %d", topic, p, next, ok, err, end)
+	name := prefix + "-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	script := testkit.KafkaScript(t)
+	kafka := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(script, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 3000))
 		}
 	}
-	// Upstream offset -> index in the partition's records, to check the downstream offsets.
-	syncs := testkit.ReadAll(t, sourceBootstrap, "mm2-offset-syncs.target.internal")
-	found := map[int32]int{}
-	for _, r := range syncs {
-		s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
-		if err != nil || s.Topic != topic {
-			continue
+	var port int
+	for try := 1; ; try++ {
+		// Another process on this machine may take a port of the block between the check and
+		// the broker's bind: try another block.
+		port = freePortBlock(t)
+		out, err := exec.Command(script, "start", name, strconv.Itoa(port)).CombinedOutput()
+		if err == nil {
+			break
 		}
-		found[s.Partition]++
-		var gotRec *kgo.Record
-		for _, g := range got {
-			if g.Partition == s.Partition && g.Offset == s.DownstreamOffset {
-				gotRec = g
-			}
-		}
-		var wantRec *kgo.Record
-		for _, w := range want {
-			if w.Partition == s.Partition && w.Offset == s.UpstreamOffset {
-				wantRec = w
-			}
-		}
-		if gotRec == nil || wantRec == nil || !bytes.Equal(gotRec.Value, wantRec.Value) || !bytes.Equal(gotRec.Key, wantRec.Key) {
-			t.Errorf("offset sync %+v does not map an upstream record to its copy", s)
+		_ = exec.Command(script, "stop", name).Run()
+		if try == 3 || !strings.Contains(string(out), "Address already in use") {
+			t.Fatalf("kafka.sh start %s %d: %v\n%s", name, port, err, tail(string(out), 3000))
 		}
 	}
-	for p := range ends {
-		if found[p] == 0 {
-			t.Errorf("no offset sync for %s[%d]", topic, p)
+	t.Cleanup(func() {
+		_ = exec.Command(script, "stop", name).Run()
+		if !t.Failed() && c.KafkaHome != "" {
+			_ = os.RemoveAll(filepath.Join(c.KafkaHome, name)) // keep its logs only when the test failed
 		}
-	}
+	})
+	return fmt.Sprintf("127.0.0.1:%d", port), func(args ...string) { kafka(append([]string{args[0], name}, args[1:]...)...) }
 }

@@ -1,362 +1,243 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mm2go/mm2go/shared/mirrorevents"
 	"github.com/mm2go/mm2go/test/testkit"
-	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
-// TestServeFetchModeByteExact: KafkaSource-like delivery of records with binary keys, binary
-// header values, duplicate and empty headers, null and empty values: in fetch mode the target
-// gets them byte for byte, and redelivering everything (a new consumer group, then an
-// unordered one) writes nothing twice.
-func TestServeFetchModeByteExact(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sf"), 3, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	want := testkit.SampleRecords(topic, 3, 300)
-	testkit.Produce(t, c.Source.Bootstrap, want...)
-	ends := endOffsets(t, c.Source.Bootstrap, topic)
-
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
-	group := testkit.Name(t, "ks")
-	start := time.Now()
-	d, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL,
-		Source: kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array"}})
-	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
-	stop()
-	s := d.Stats()
-	t.Logf("fetch mode: %d events in %s, %d copies; stats %+v", s.Delivered, time.Since(start).Round(time.Millisecond), fn.copier.copies.Load(), s)
-	if s.DeadLettered != 0 || s.Delivered != int64(len(want)) {
-		t.Fatalf("delivered %d, dead-lettered %d", s.Delivered, s.DeadLettered)
-	}
-	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
-	testkit.AssertSameRecords(t, want, got)
-	assertPositionsAndSyncs(t, fn, c.Source.Bootstrap, topic, ends, want, got)
-	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
-
-	// Redelivery: every record again, in order, then all at once (unordered).
-	copies := fn.copier.copies.Load()
-	for i, unordered := range []bool{false, true} {
-		g := fmt.Sprintf("%s-again-%d", group, i)
-		d2, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g, Sink: fn.URL,
-			Unordered: unordered, Source: kafkasource.Source{Namespace: "mirror", Name: "orders"}})
-		waitDelivered(t, c.Source.Bootstrap, g, topic, ends, 2*time.Minute)
-		stop2()
-		if s := d2.Stats(); s.Delivered != int64(len(want)) || s.Retries != 0 {
-			t.Fatalf("redelivery (unordered %v): %+v", unordered, s)
+// cleanRecords are n records the genuine dispatcher can send (no control bytes in header values,
+// no null header values) that still cover null, empty and binary keys (key type byte-array), null,
+// empty and binary values, duplicate, empty and non-ASCII header values, old timestamps. tag makes
+// every value unique.
+func cleanRecords(topic string, partitions int32, n int, tag string) []*kgo.Record {
+	base := time.Date(2021, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
+	recs := make([]*kgo.Record, 0, n)
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Timestamp: base.Add(time.Duration(i) * time.Millisecond),
+			Key: []byte(fmt.Sprintf("key-%d", i)), Value: []byte(fmt.Sprintf("%s-%d-\x00\xff", tag, i)),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint("v-", i))}, {Key: "h", Value: []byte("dup")},
+				{Key: "Trace_ID", Value: []byte("héllo wörld")}, {Key: "empty", Value: []byte{}}}}
+		switch i % 6 {
+		case 1:
+			r.Key = nil
+		case 2:
+			r.Key = []byte{0, byte(i), 0xff, '\n'}
+		case 3:
+			r.Key, r.Headers = []byte{}, nil
+		case 4:
+			r.Value = nil // a tombstone: no request body
+		case 5:
+			r.Value = []byte{}
 		}
+		recs = append(recs, r)
 	}
-	if n := fn.copier.copies.Load(); n != copies {
-		t.Errorf("redeliveries started %d copies, want none", n-copies)
-	}
-	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
-		t.Fatalf("redelivery wrote to the target: end offsets %v, were %v", after, targetEnds)
+	return recs
+}
+
+// hardRecords are records the genuine dispatcher cannot send as an HTTP request: a header value
+// with CR/LF, one with NUL and other binary bytes. (A null header value is worse; see
+// nullHeaderRecord.)
+func hardRecords(topic string) []*kgo.Record {
+	return []*kgo.Record{
+		{Topic: topic, Partition: 0, Key: []byte("crlf"), Value: []byte("hard-crlf"), Headers: []kgo.RecordHeader{{Key: "line", Value: []byte("a\r\nb")}}},
+		{Topic: topic, Partition: 1, Key: []byte("bin"), Value: []byte("hard-bin"), Headers: []kgo.RecordHeader{{Key: "bin", Value: []byte{0, 1, 2, 0x7f, 0xff}}}},
 	}
 }
 
-// TestServeFetchModeCoalescesAndRestarts: an unordered driver sends many concurrent events per
-// partition; a fresh function process (empty cache) then answers redeliveries with one copy
-// per partition that resumes from the stored position and writes nothing.
-func TestServeFetchModeCoalescesAndRestarts(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sc"), 2, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	want := testkit.SampleRecords(topic, 2, 400)
-	testkit.Produce(t, c.Source.Bootstrap, want...)
-	ends := endOffsets(t, c.Source.Bootstrap, topic)
-
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
-	group := testkit.Name(t, "ks")
-	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Unordered: true})
-	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
-	stop()
-	if n := fn.copier.copies.Load(); n > 8 {
-		t.Errorf("%d copies for %d concurrent events on 2 partitions: not coalesced", n, len(want))
-	}
-	t.Logf("%d events, %d copies", len(want), fn.copier.copies.Load())
-	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, c.Target.Bootstrap, remote))
-	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
-	fn.stop()
-
-	fn2 := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
-	g2 := group + "-restart"
-	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn2.URL})
-	waitDelivered(t, c.Source.Bootstrap, g2, topic, ends, 2*time.Minute)
-	stop2()
-	if n := fn2.copier.copies.Load(); n > 2 {
-		t.Errorf("restarted function copied %d times for already copied offsets of 2 partitions, want at most one each", n)
-	}
-	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
-		t.Fatalf("redelivery after restart wrote to the target: %v, were %v", after, targetEnds)
-	}
+// nullHeaderRecord has a header with a null value: the dispatcher's record interceptor fails on
+// it, and every plain record of the same poll is then logged as invalid and never sent.
+func nullHeaderRecord(topic string, p int32) *kgo.Record {
+	return &kgo.Record{Topic: topic, Partition: p, Key: []byte("nullhdr"), Value: []byte("hard-nullhdr"), Headers: []kgo.RecordHeader{{Key: "n", Value: nil}}}
 }
 
-// TestServePayloadModeDocumentedLoss: in payload mode (key-type byte-array) the target records
-// are exactly the documented transformation of the source records (docs/events.md), written
-// from the events (not fetched), and redeliveries write nothing.
-func TestServePayloadModeDocumentedLoss(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sp"), 2, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
-	group := testkit.Name(t, "ks")
-	src := kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array"}
-	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Source: src})
-
-	// A first record per partition: no stored position yet, so it is fetched (exact).
-	seeds := []*kgo.Record{{Topic: topic, Partition: 0, Value: []byte("seed0")}, {Topic: topic, Partition: 1, Value: []byte("seed1")}}
-	testkit.Produce(t, c.Source.Bootstrap, seeds...)
-	waitDelivered(t, c.Source.Bootstrap, group, topic, map[int32]int64{0: 1, 1: 1}, time.Minute)
-	copies := fn.copier.copies.Load()
-
-	// Live traffic: each event is the partition's next offset and is written from its payload.
-	recs := testkit.SampleRecords(topic, 2, 140)
-	recs = append(recs,
-		&kgo.Record{Topic: topic, Partition: 0, Key: []byte{0, 1, 2, 0xff}, Value: []byte(`{"a":1}`), Timestamp: time.UnixMilli(1_700_000_000_123),
-			Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("Application/JSON")}, {Key: "X-Trace_ID", Value: []byte("abc")}, {Key: "x.trace.id", Value: []byte("wins")}, {Key: "utf8", Value: []byte("héllo wörld %41")}}},
-	)
-	testkit.Produce(t, c.Source.Bootstrap, recs...)
-	ends := endOffsets(t, c.Source.Bootstrap, topic)
-	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 2*time.Minute)
-	stop()
-	if n := fn.copier.copies.Load(); n != copies {
-		t.Errorf("live events started %d fetches, want 0 (payload writes)", n-copies)
+// tailRecords is one plain record per partition: the live traffic after the hard records, whose
+// events wake the function for what was skipped.
+func tailRecords(topic string, partitions int32, tag string) []*kgo.Record {
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%s-tail-%d", tag, p))})
 	}
-	if n := fn.copier.writes.Load(); n != int64(len(recs)) {
-		t.Errorf("%d payload writes, want %d", n, len(recs))
-	}
-	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
-	var gotLive []*kgo.Record
-	seen := map[int32]bool{}
-	for _, r := range got {
-		if !seen[r.Partition] {
-			seen[r.Partition] = true
-			if string(r.Value) != fmt.Sprintf("seed%d", r.Partition) {
-				t.Fatalf("first record of partition %d: %q", r.Partition, r.Value)
+	return recs
+}
+
+var dispatcherLogTime = regexp.MustCompile(`^(\d\d):(\d\d):(\d\d)\.(\d\d\d) `)
+
+// sendFailures counts, in a dispatcher log, the attempts that could not be sent
+// (WebClientCloudEventSender, to the sink and to the dead-letter sink), the events given up on
+// the sink and on the dead-letter sink (RecordDispatcherImpl), and returns the time from the
+// first attempt to the last give-up.
+func sendFailures(log string) (attempts, givenUp, deadLetterGivenUp int, span time.Duration) {
+	var first, last time.Duration
+	for _, l := range strings.Split(log, "\n") {
+		at := time.Duration(-1)
+		if m := dispatcherLogTime.FindStringSubmatch(l); m != nil {
+			var h, mi, s, ms int
+			fmt.Sscan(m[1], &h)
+			fmt.Sscan(m[2], &mi)
+			fmt.Sscan(m[3], &s)
+			fmt.Sscan(m[4], &ms)
+			at = time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond
+		}
+		switch {
+		case strings.Contains(l, "WebClientCloudEventSender - failed to send event to subscriber"):
+			attempts++
+			if first == 0 && at >= 0 {
+				first = at
 			}
-			continue
+		case strings.Contains(l, "RecordDispatcherImpl - Failed to send event to subscriber"):
+			givenUp++
+			if at >= 0 {
+				last = at
+			}
+		case strings.Contains(l, "RecordDispatcherImpl - Failed to send event to dead letter sink"):
+			deadLetterGivenUp++
+			if at >= 0 {
+				last = at
+			}
 		}
-		gotLive = append(gotLive, r)
-	}
-	want := make([]*kgo.Record, len(recs))
-	for i, r := range recs {
-		want[i] = payloadExpectation(r)
-	}
-	testkit.AssertSameRecords(t, want, gotLive)
-	assertPositionsAndSyncs(t, fn, c.Source.Bootstrap, topic, ends, append(seeds, recs...), got)
-
-	// Redelivery of everything writes nothing.
-	targetEnds := endOffsets(t, c.Target.Bootstrap, remote)
-	g2 := group + "-again"
-	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn.URL, Source: src})
-	waitDelivered(t, c.Source.Bootstrap, g2, topic, ends, 2*time.Minute)
-	stop2()
-	if after := endOffsets(t, c.Target.Bootstrap, remote); fmt.Sprint(after) != fmt.Sprint(targetEnds) {
-		t.Fatalf("redelivery wrote to the target: %v, were %v", after, targetEnds)
-	}
-}
-
-// TestServeTargetOutage uses a third cluster of its own as the target, pauses it while the
-// driver delivers, and resumes it: meanwhile the function answers 503 (and /readyz says not
-// ready); afterwards every record is on the target exactly once, nothing dead-lettered.
-func TestServeTargetOutage(t *testing.T) {
-	c := testkit.Require(t)
-	name := "serve-outage-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
-	port := freePortBlock(t)
-	script := testkit.KafkaScript(t)
-	kafka := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command(script, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		if os.Getenv("MM2GO_TEST_VERBOSE") != "" && strings.Contains(strings.ToLower(l), "failed to send") {
+			fmt.Fprintln(os.Stderr, l)
 		}
 	}
-	kafka("start", name, strconv.Itoa(port))
-	t.Cleanup(func() {
-		_ = exec.Command(script, "stop", name).Run()
-		if !t.Failed() && c.KafkaHome != "" {
-			_ = os.RemoveAll(filepath.Join(c.KafkaHome, name)) // keep its logs only when the test failed
-		}
-	})
-	target := fmt.Sprintf("127.0.0.1:%d", port)
-
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "so"), 2, nil)
-	remote := "source." + topic
-	fn := startServeMirror(t, c.Source.Bootstrap, target, topic, serveOpts{requestTimeout: 3 * time.Second, copyTimeout: 2500 * time.Millisecond})
-	group := testkit.Name(t, "ks")
-	d, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL,
-		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 10 * time.Second})
-
-	first := testkit.SampleRecords(topic, 2, 40)
-	testkit.Produce(t, c.Source.Bootstrap, first...)
-	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
-
-	kafka("pause", name)
-	paused := time.Now()
-	more := testkit.SampleRecords(topic, 2, 60)
-	for _, r := range more {
-		r.Value = append([]byte("during-outage-"), r.Value...)
+	if last > first {
+		span = last - first
 	}
-	testkit.Produce(t, c.Source.Bootstrap, more...)
-	testkit.WaitFor(t, 60*time.Second, "the function to answer 503 while the target is down", func() bool {
-		return d.Stats().Status[503] > 0
-	})
-	if resp, err := http.Get(strings.TrimSuffix(fn.URL, "/") + "/readyz"); err != nil || resp.StatusCode != 503 {
-		t.Errorf("readyz during the outage: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
-	}
-	time.Sleep(3 * time.Second)
-	kafka("resume", name)
-	t.Logf("target paused for %s", time.Since(paused).Round(time.Millisecond))
-
-	ends := endOffsets(t, c.Source.Bootstrap, topic)
-	waitDelivered(t, c.Source.Bootstrap, group, topic, ends, 3*time.Minute)
-	stop()
-	s := d.Stats()
-	t.Logf("outage stats: %+v", s)
-	if s.DeadLettered != 0 {
-		t.Fatalf("%d records dead-lettered", s.DeadLettered)
-	}
-	got := testkit.ReadAll(t, target, remote)
-	testkit.AssertSameRecords(t, append(first, more...), got)
+	return attempts, givenUp, deadLetterGivenUp, span
 }
 
-// TestServeCloudEventRecords: records that already are CloudEvents reach the function as their
-// own events (KafkaSource drops their key and non-ce_ headers); the topic comes from the
-// KafkaSource's ceOverrides (mm2gotopic). Payload mode cannot rebuild such a record, so it
-// fetches it: from the first CloudEvent record on, the copies are exact; the raw records before
-// it carry the documented payload-mode transformation.
-func TestServeCloudEventRecords(t *testing.T) {
+// TestServeGenuineDispatcherFetch: `mirror serve` (fetch mode, a process) driven by the genuine
+// Knative KafkaSource dispatcher with the delivery settings of knative/kafkasource.yaml, ordered
+// and unordered at once. Records the dispatcher cannot send (CR/LF and binary bytes in header
+// values, a null header value that spoils its whole poll) cost the partition the shipped retry
+// budget and then nothing: the next events copy them, and the target has every record byte for
+// byte. A fresh process answers a full redelivery without writing anything; a PingSource tick
+// answers a burst summary, a malformed record event a 400, and SIGTERM exits 0.
+func TestServeGenuineDispatcherFetch(t *testing.T) {
 	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "sce"), 1, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
-	group := testkit.Name(t, "ks")
-	src := kafkasource.Source{Namespace: "mirror", Name: "orders", KeyType: "byte-array", CEOverrides: map[string]string{"mm2gotopic": topic}}
-	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL, Source: src})
-	testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: topic, Value: []byte("seed")})
-	waitDelivered(t, c.Source.Bootstrap, group, topic, map[int32]int64{0: 1}, time.Minute)
-
-	ts := time.UnixMilli(1_700_000_000_000)
-	raw := func(i int) *kgo.Record {
-		return &kgo.Record{Topic: topic, Key: []byte{byte(i), 0xff}, Value: []byte(fmt.Sprint("raw-", i)), Timestamp: ts,
-			Headers: []kgo.RecordHeader{{Key: "Trace-ID", Value: []byte("t")}}}
+	const parts = 3
+	topics := []string{testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gfo"), parts, nil),
+		testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gfu"), parts, nil)}
+	for _, tp := range topics {
+		testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+tp)
 	}
-	ce := &kgo.Record{Topic: topic, Key: []byte("ce-key"), Value: []byte(`{"n":1}`), Timestamp: ts, Headers: []kgo.RecordHeader{
-		{Key: "ce_specversion", Value: []byte("1.0")}, {Key: "ce_id", Value: []byte("order-1")},
-		{Key: "ce_source", Value: []byte("/shop")}, {Key: "ce_type", Value: []byte("order.created")},
-		{Key: "content-type", Value: []byte("application/json")}, {Key: "not-ce", Value: []byte{0, 1}},
-	}}
-	recs := []*kgo.Record{raw(1), raw(2), ce, raw(3)}
-	testkit.Produce(t, c.Source.Bootstrap, recs...)
-	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
-	stop()
-
-	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
-	want := []*kgo.Record{{Topic: topic, Value: []byte("seed")}, payloadExpectation(raw(1)), payloadExpectation(raw(2)), ce, raw(3)}
-	want[0].Timestamp = got[0].Timestamp
-	testkit.AssertSameRecords(t, want, got)
-	if w := fn.copier.writes.Load(); w != 2 {
-		t.Errorf("%d payload writes, want 2 (the raw records before the CloudEvent record)", w)
+	fn := startServe(t, c, c.Target.Bootstrap, strings.Join(topics, ","))
+	dls := dispatcher.NewSink(t, nil)
+	var ds []*dispatcher.Dispatcher
+	for i, tp := range topics {
+		cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, fn.URL)
+		cfg.Unordered, cfg.DeadLetter = i == 1, dls.URL
+		ds = append(ds, dispatcher.New(t, cfg))
 	}
-}
+	dispatcher.StartAll(t, ds...)
+	budget := retryWaits(ds[0].Config())
 
-// TestServeRecreatedTopic: the source topic is deleted and created again (offsets restart at 0)
-// while positions of the old one are stored. A fresh function must not take the old positions
-// for "already copied": the new records reach the target.
-func TestServeRecreatedTopic(t *testing.T) {
-	c := testkit.Require(t)
-	name := testkit.Name(t, "srt")
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, name, 1, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	old := testkit.SampleRecords(topic, 1, 50)
-	testkit.Produce(t, c.Source.Bootstrap, old...)
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
-	group := testkit.Name(t, "ks")
-	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL})
-	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
-	stop()
-	fn.stop()
-
-	adm := testkit.Admin(t, c.Source.Bootstrap)
-	ctx := testkit.Context(t, time.Minute)
-	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 30*time.Second, "the topic to be recreated", func() bool {
-		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
-		return err == nil && resp.Err == nil
-	})
-	fresh := testkit.SampleRecords(topic, 1, 10)
-	for _, r := range fresh {
-		r.Value = append([]byte("new-"), r.Value...)
-	}
-	testkit.Produce(t, c.Source.Bootstrap, fresh...)
-
-	fn2 := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{})
-	g2 := group + "-new"
-	_, stop2 := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: g2, Sink: fn2.URL})
-	waitDelivered(t, c.Source.Bootstrap, g2, topic, endOffsets(t, c.Source.Bootstrap, topic), time.Minute)
-	stop2()
-	testkit.AssertSameRecords(t, append(old, fresh...), testkit.ReadAll(t, c.Target.Bootstrap, remote))
-}
-
-// TestServePayloadModeUnordered: with unordered delivery events overtake each other, so payload
-// mode sees gaps and fetches them; every record still lands on the target once, in order.
-func TestServePayloadModeUnordered(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "spu"), 2, nil)
-	remote := "source." + topic
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, remote)
-	fn := startServeMirror(t, c.Source.Bootstrap, c.Target.Bootstrap, topic, serveOpts{mode: mirrorevents.ModePayload, keyType: mirrorevents.KeyByteArray})
-	group := testkit.Name(t, "ks")
-	_, stop := runDriver(t, kafkasource.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Group: group, Sink: fn.URL,
-		Unordered: true, Source: kafkasource.Source{KeyType: "byte-array"}})
-	var all []*kgo.Record
-	for round := 0; round < 5; round++ {
-		var recs []*kgo.Record
-		for i := 0; i < 60; i++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Key: []byte{byte(i)}, Value: []byte(fmt.Sprintf("r%d-%d", round, i))})
-		}
+	want := map[string][]*kgo.Record{}
+	produce := func(recs ...*kgo.Record) {
 		testkit.Produce(t, c.Source.Bootstrap, recs...)
-		all = append(all, recs...)
-		time.Sleep(100 * time.Millisecond)
+		for _, r := range recs {
+			want[r.Topic] = append(want[r.Topic], r)
+		}
 	}
-	waitDelivered(t, c.Source.Bootstrap, group, topic, endOffsets(t, c.Source.Bootstrap, topic), 2*time.Minute)
-	stop()
-	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
-	if len(got) != len(all) {
-		t.Fatalf("target has %d records, source %d", len(got), len(all))
+	settle := func() { // every event handled, sent or given up
+		for i, tp := range topics {
+			ds[i].WaitCommitted(tp, endOffsets(t, c.Source.Bootstrap, tp), 2*time.Minute)
+		}
 	}
-	byPart := map[int32][]string{}
-	for _, r := range all {
-		byPart[r.Partition] = append(byPart[r.Partition], string(r.Value))
+	start := time.Now()
+	for _, tp := range topics {
+		produce(cleanRecords(tp, parts, 60, "a")...)
+		produce(hardRecords(tp)...)
+		produce(cleanRecords(tp, parts, 30, "b")...)
 	}
-	gotPart := map[int32][]string{}
-	for _, r := range got {
-		gotPart[r.Partition] = append(gotPart[r.Partition], string(r.Value))
+	settle()
+	for _, tp := range topics {
+		produce(nullHeaderRecord(tp, 2))
+		produce(cleanRecords(tp, parts, 9, "c")...)
 	}
-	if fmt.Sprint(byPart) != fmt.Sprint(gotPart) {
-		t.Fatalf("target values differ from source values per partition:\n got %v\nwant %v", gotPart, byPart)
+	settle()
+	for _, tp := range topics {
+		produce(tailRecords(tp, parts, "d")...)
 	}
-	t.Logf("%d records: %d payload writes, %d fetches", len(all), fn.copier.writes.Load(), fn.copier.copies.Load())
+	for _, tp := range topics {
+		waitTargetCount(t, c.Target.Bootstrap, "source."+tp, int64(len(want[tp])), 2*time.Minute)
+	}
+	t.Logf("%d records per topic on the target %s after the first produce", len(want[topics[0]]), time.Since(start).Round(time.Millisecond))
+	for _, tp := range topics {
+		testkit.AssertSameRecords(t, want[tp], testkit.ReadAll(t, c.Target.Bootstrap, "source."+tp))
+	}
+	retry := ds[0].Config().Retry
+	for i, d := range ds {
+		attempts, givenUp, dlGivenUp, span := sendFailures(d.Log())
+		t.Logf("dispatcher %d (unordered %v): %d unsendable attempts, %d events given up on the sink, %d on the dead-letter sink, first attempt to last give-up %s (retry waits %s per destination)",
+			i, i == 1, attempts, givenUp, dlGivenUp, span.Round(time.Millisecond), budget)
+		// Each hard record: 1 + retry attempts to the sink, given up, then as many to the
+		// dead-letter sink (same headers, so just as unsendable), given up: the partition moved
+		// on after twice the shipped budget (its later records are on the target, checked above).
+		if attempts != 2*2*(retry+1) || givenUp != 2 || dlGivenUp != 2 {
+			t.Errorf("dispatcher %d: %d failed attempts, %d+%d give-ups for 2 unsendable records, want %d and 2+2", i, attempts, givenUp, dlGivenUp, 2*2*(retry+1))
+		}
+		if !strings.Contains(d.Log(), "Invalid record received") {
+			t.Errorf("dispatcher %d: no 'Invalid record received' for the poll with a null header value", i)
+		}
+	}
+	if n := len(dls.Requests()); n != 0 {
+		t.Errorf("%d dead-lettered events; the unsendable ones cannot be sent there either, the others were answered 200", n)
+	}
+
+	// A fresh process (nothing in memory) and a new KafkaSource redelivering everything,
+	// unordered: nothing is written twice.
+	before := map[string]string{}
+	for _, tp := range topics {
+		before[tp] = fmt.Sprint(endOffsets(t, c.Target.Bootstrap, "source."+tp))
+	}
+	fn.stop()
+	fn.start()
+	cfg := shippedDelivery(t, c.Source.Bootstrap, topics, fn.URL)
+	cfg.Unordered = true
+	again := dispatcher.Start(t, cfg)
+	for _, tp := range topics {
+		again.WaitCommitted(tp, endOffsets(t, c.Source.Bootstrap, tp), 2*time.Minute)
+		if after := fmt.Sprint(endOffsets(t, c.Target.Bootstrap, "source."+tp)); after != before[tp] {
+			t.Errorf("redelivery wrote to %s: end offsets %s, were %s", "source."+tp, after, before[tp])
+		}
+	}
+	again.Stop()
+
+	post := func(hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, fn.URL, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(map[string]string{"ce-specversion": "1.0", "ce-id": "tick-1", "ce-source": "/apis/v1/namespaces/mirror/pingsources/tick",
+		"ce-type": "dev.knative.sources.ping"})
+	var sum map[string]any
+	if code != 200 || json.Unmarshal([]byte(body), &sum) != nil || sum["reason"] == nil {
+		t.Errorf("PingSource tick: %d %s", code, body)
+	}
+	code, body = post(map[string]string{"ce-specversion": "1.0", "ce-id": "partition:0/offset:x", "ce-source": "/apis/v1/namespaces/mirror/kafkasources/s#" + topics[0],
+		"ce-type": "dev.knative.kafka.event", "ce-knativekafkaoffset": "x", "ce-knativekafkapartition": "0"})
+	if code != 400 || !strings.Contains(body, "knativekafkaoffset") {
+		t.Errorf("malformed record event: %d %s", code, body)
+	}
+	fn.stop() // exit 0 on SIGTERM, checked by stop
 }

@@ -2,12 +2,15 @@
 # kafka.sh: run genuine Apache Kafka (KRaft, single combined broker+controller node) and
 # MirrorMaker 2 from Maven Central jars, on loopback, for mm2go's tests and benchmarks.
 #
-#   kafka.sh install                      download the pinned jars once (test/kafka/pom.xml)
+#   kafka.sh install                      download the pinned jars once (test/kafka/pom.xml, and
+#                                         the OIDC issuer's, test/kafka/oidc/pom.xml)
 #   kafka.sh start NAME PORT [k=v ...]    format and start cluster NAME; PORT is PLAINTEXT,
 #                                         PORT+1 the controller, PORT+2 SASL_SSL (PLAIN and SCRAM);
 #                                         extra k=v pairs are broker settings
 #   kafka.sh stop NAME                    stop cluster NAME (SIGTERM, then SIGKILL) and wipe its data
 #   kafka.sh pause NAME | resume NAME     stop / restart a cluster's process, keeping its data
+#   kafka.sh freeze NAME | thaw NAME      hang a cluster (SIGSTOP: connections stay open, nothing
+#                                         answers) / let it go on (SIGCONT)
 #   kafka.sh env                          print `export MM2GO_TEST_...` lines for the running clusters
 #   kafka.sh mm2 start NAME FILE          start MirrorMaker 2 (dedicated mode) with properties FILE
 #   kafka.sh mm2 stop NAME                stop it cleanly
@@ -24,6 +27,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 home="${MM2GO_KAFKA_HOME:-$here/state}"
 lib="${MM2GO_KAFKA_LIB:-$here/.cache/lib}"
+# The local OIDC issuer's jars (test/kafka/oidc/pom.xml), on a classpath of their own.
+oidc_lib="${MM2GO_OIDC_LIB:-$here/.cache/oidc-lib}"
 jvm_perf='-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true'
 heap="${MM2GO_KAFKA_HEAP:--Xms128m -Xmx512m}"
 
@@ -50,6 +55,21 @@ install() {
   rm -rf "$lib" && mkdir -p "$lib"
   mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies -DoutputDirectory="$lib" \
     || die "Maven could not fetch the Kafka jars (see output above)"
+  echo "$sum" >"$stamp"
+}
+
+# install_oidc fetches the local OIDC issuer (mock-oauth2-server) once, like install.
+install_oidc() {
+  local stamp="$oidc_lib/.pom.sha" sum
+  sum="$(sha256sum "$here/oidc/pom.xml" | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]] && ls "$oidc_lib"/mock-oauth2-server-*.jar >/dev/null 2>&1; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "Maven (mvn) is required to download the OIDC issuer jars"
+  log "downloading the OIDC issuer jars with Maven into $oidc_lib (first run only)"
+  rm -rf "$oidc_lib" && mkdir -p "$oidc_lib"
+  mvn -q -B -f "$here/oidc/pom.xml" dependency:copy-dependencies -DoutputDirectory="$oidc_lib" \
+    || die "Maven could not fetch the OIDC issuer jars (see output above)"
   echo "$sum" >"$stamp"
 }
 
@@ -183,6 +203,7 @@ prepare() {
   (
     flock 9
     install
+    install_oidc
     log4j_files
     certs
   ) 9>"$home/.prepare.lock"
@@ -235,6 +256,10 @@ resume() {
   wait_started "$1"
 }
 
+# freeze and thaw signal the broker's whole process group (launch gives it its own with setsid).
+freeze() { running "$1" || die "cluster $1 is not running"; kill -STOP -- "-$(cat "$(pidfile "$1")")"; }
+thaw() { [[ -f "$(pidfile "$1")" ]] || die "cluster $1 was never started"; kill -CONT -- "-$(cat "$(pidfile "$1")")"; }
+
 env_lines() {
   local d name port
   for d in "$home"/*/; do
@@ -250,6 +275,7 @@ env_lines() {
   echo "export MM2GO_TEST_CA=$home/certs/ca.pem"
   echo "export MM2GO_TEST_KAFKA_HOME=$home"
   echo "export MM2GO_TEST_KAFKA_LIB=$lib"
+  echo "export MM2GO_TEST_OIDC_LIB=$oidc_lib"
 }
 
 mm2() {
@@ -290,9 +316,11 @@ case "$cmd" in
   stop) stop "$@" ;;
   pause) pause "$@" ;;
   resume) resume "$@" ;;
+  freeze) freeze "$@" ;;
+  thaw) thaw "$@" ;;
   env) env_lines ;;
   mm2) mm2 "$@" ;;
   tool) prepare; java_tool "$@" ;;
   rss) rss "$@" ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -269,6 +269,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		aadError(w, http.StatusBadRequest, "unsupported_grant_type", "AADSTS70003: grant type "+g+" not supported by the fake")
 		return
 	}
+	// client_secret_basic (RFC 6749 2.3.1), which Entra ID accepts too and Kafka's OIDC login
+	// uses: the credentials move from the header into the form.
+	if id, sec, ok := r.BasicAuth(); ok {
+		if u, err := url.QueryUnescape(id); err == nil {
+			id = u
+		}
+		if u, err := url.QueryUnescape(sec); err == nil {
+			sec = u
+		}
+		r.PostForm.Set("client_id", id)
+		r.PostForm.Set("client_secret", sec)
+	}
 	client := r.PostForm.Get("client_id")
 	var grant string
 	switch {

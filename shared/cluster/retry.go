@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Retriable reports whether err is worth trying again a moment later: Kafka errors the protocol
+// marks retriable (COORDINATOR_NOT_AVAILABLE while a new cluster creates __consumer_offsets,
+// COORDINATOR_LOAD_IN_PROGRESS, NOT_LEADER_OR_FOLLOWER, ...), a refused or reset connection (a
+// broker restarting), a request that timed out (a hung broker), and a connection closed mid-way.
+//
+// Mistakes in the settings are never retriable, even when they show up as network errors: TLS
+// certificate and handshake failures, a connection the broker closes on the first read (a
+// TLS/SASL mismatch), and every non-retriable Kafka error (authentication, authorization, an
+// invalid request). A canceled context is not retriable either.
+func Retriable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		invalid    x509.CertificateInvalidError
+		hostname   x509.HostnameError
+		recordHdr  tls.RecordHeaderError
+		alert      tls.AlertError
+		verify     *tls.CertificateVerificationError
+		firstRead  *kgo.ErrFirstReadEOF
+		kafkaError *kerr.Error
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &hostname),
+		errors.As(err, &recordHdr), errors.As(err, &alert), errors.As(err, &verify),
+		errors.As(err, &firstRead):
+		return false
+	case errors.As(err, &kafkaError):
+		return kafkaError.Retriable
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
+// Backoff is a bounded exponential backoff: the first wait is Initial, each next one doubles up
+// to Max, each with up to 20 % jitter, and no attempt starts after Budget has passed since the
+// first one (0: only the context bounds the attempts).
+type Backoff struct {
+	Initial, Max, Budget time.Duration
+}
+
+// DefaultBackoff starts at 200 ms, waits at most 5 s between attempts, and gives up after 2
+// minutes: long enough to ride out a broker restart or a hang of half a minute.
+var DefaultBackoff = Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Budget: 2 * time.Minute}
+
+// Retry calls fn until it returns nil or an error Retriable says is final, waiting between
+// attempts as b says, and returns fn's last error. It stops early when ctx ends (returning the
+// last error of fn if there was one, else ctx's) and when the next attempt would start after
+// b.Budget. Every retry is logged at INFO with what, the attempt and the error, so a run that
+// rides out a fault says so; logger may be nil.
+func Retry(ctx context.Context, logger *slog.Logger, what string, b Backoff, fn func(context.Context) error) error {
+	if b.Initial <= 0 {
+		b.Initial = DefaultBackoff.Initial
+	}
+	if b.Max < b.Initial {
+		b.Max = max(DefaultBackoff.Max, b.Initial)
+	}
+	start := time.Now()
+	wait := b.Initial
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !Retriable(err) || ctx.Err() != nil {
+			return err
+		}
+		d := wait + time.Duration(rand.Int64N(int64(wait)/5+1))
+		if b.Budget > 0 && time.Since(start)+d > b.Budget {
+			return &RetryBudgetError{What: what, Attempts: attempt, Elapsed: time.Since(start), Err: err}
+		}
+		if logger != nil {
+			logger.Info("retriable error; retrying", "what", what, "attempt", attempt, "in", d.Round(time.Millisecond).String(), "err", err.Error())
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, b.Max)
+	}
+}
+
+// RetryBudgetError is Retry's answer when the retry budget ran out while the error was still
+// retriable: a later run may succeed. It unwraps to the last error.
+type RetryBudgetError struct {
+	What     string
+	Attempts int
+	Elapsed  time.Duration
+	Err      error
+}
+
+func (e *RetryBudgetError) Error() string {
+	return fmt.Sprintf("%s: still failing after %s (%d attempts), retry later: %v",
+		e.What, e.Elapsed.Round(time.Second), e.Attempts, e.Err)
+}
+
+func (e *RetryBudgetError) Unwrap() error { return e.Err }

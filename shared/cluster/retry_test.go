@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func TestRetriable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("fetching offsets: %w", kerr.CoordinatorNotAvailable), true},
+		{kerr.CoordinatorLoadInProgress, true},
+		{kerr.NotLeaderForPartition, true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
+		{context.Canceled, false},
+		{kerr.SaslAuthenticationFailed, false},
+		{kerr.TopicAuthorizationFailed, false},
+		{&net.OpError{Op: "remote error", Err: x509.UnknownAuthorityError{}}, false},
+		{errors.New("encoding: too long"), false},
+		{nil, false},
+	} {
+		if got := Retriable(tc.err); got != tc.want {
+			t.Errorf("Retriable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestRetry(t *testing.T) {
+	b := Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Budget: time.Minute}
+	calls := 0
+	err := Retry(context.Background(), nil, "x", b, func(context.Context) error {
+		calls++
+		if calls < 4 {
+			return kerr.CoordinatorNotAvailable
+		}
+		return nil
+	})
+	if err != nil || calls != 4 {
+		t.Errorf("%v after %d calls, want nil after 4", err, calls)
+	}
+
+	calls = 0
+	err = Retry(context.Background(), nil, "x", b, func(context.Context) error { calls++; return kerr.InvalidRequest })
+	if calls != 1 || !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("permanent: %v after %d calls", err, calls)
+	}
+
+	b.Budget = 20 * time.Millisecond
+	err = Retry(context.Background(), nil, "fetching offsets", b, func(context.Context) error { return kerr.CoordinatorNotAvailable })
+	var rb *RetryBudgetError
+	if !errors.As(err, &rb) || !errors.Is(err, kerr.CoordinatorNotAvailable) || rb.Attempts < 2 {
+		t.Errorf("budget: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Budget = 0
+	calls = 0
+	err = Retry(ctx, nil, "x", b, func(context.Context) error {
+		calls++
+		if calls == 3 {
+			cancel()
+		}
+		return kerr.NotLeaderForPartition
+	})
+	if calls != 3 || !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Errorf("canceled: %v after %d calls", err, calls)
+	}
+}

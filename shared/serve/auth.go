@@ -1,0 +1,264 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// Environment variables of the sender authentication settings, named in errors.
+const (
+	EnvOIDCIssuer          = "MM2_SERVE_OIDC_ISSUER"
+	EnvOIDCAudience        = "MM2_SERVE_OIDC_AUDIENCE"
+	EnvOIDCAllowedSubjects = "MM2_SERVE_OIDC_ALLOWED_SUBJECTS"
+	EnvOIDCCAFile          = "MM2_SERVE_OIDC_CA_FILE"
+	EnvOIDCTokenFile       = "MM2_SERVE_OIDC_ISSUER_TOKEN_FILE"
+)
+
+// SenderAuthConfig turns on Knative Eventing's OIDC sender authentication: every event request
+// must carry `Authorization: Bearer <JWT>` issued by Issuer for Audience (and, when
+// AllowedSubjects is set, for one of those subjects). The zero value (Issuer empty) turns it off.
+type SenderAuthConfig struct {
+	// Issuer is the token issuer URL (its "iss"); keys come from its discovery document's
+	// jwks_uri and are fetched again when a token is signed with a key not seen before.
+	Issuer string
+	// Audience is the "aud" the tokens must carry: the sink audience Knative requests tokens for.
+	Audience string
+	// AllowedSubjects, if not empty, are the "sub" values accepted, e.g.
+	// system:serviceaccount:<namespace>:<service account>; an entry ending in '*' matches every
+	// subject with that prefix, as in an EventPolicy's from[].sub.
+	AllowedSubjects []string
+	// CAFile is a PEM bundle to trust for the issuer's HTTPS endpoints instead of the system
+	// roots (in Kubernetes: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt).
+	CAFile string
+	// TokenFile, if set, is a bearer token file sent with the discovery and JWKS requests, read
+	// at each request: a Kubernetes API server serves its service account issuer's discovery
+	// only to authenticated callers unless anonymous access is granted
+	// (/var/run/secrets/kubernetes.io/serviceaccount/token).
+	TokenFile string
+}
+
+// Enabled reports whether sender authentication is on.
+func (c SenderAuthConfig) Enabled() bool { return c.Issuer != "" }
+
+// Validate checks the settings without contacting the issuer; errors name the setting. The
+// zero value is valid (off).
+func (c SenderAuthConfig) Validate() error {
+	if !c.Enabled() {
+		for env, set := range map[string]bool{EnvOIDCAudience: c.Audience != "", EnvOIDCAllowedSubjects: len(c.AllowedSubjects) > 0,
+			EnvOIDCCAFile: c.CAFile != "", EnvOIDCTokenFile: c.TokenFile != ""} {
+			if set {
+				return fmt.Errorf("%s is set but %s is not: set the issuer to turn on sender authentication", env, EnvOIDCIssuer)
+			}
+		}
+		return nil
+	}
+	_, err := c.validate()
+	return err
+}
+
+func (c SenderAuthConfig) validate() (*x509.CertPool, error) {
+	if c.Audience == "" {
+		return nil, fmt.Errorf("%s is required with %s: the audience the senders' tokens are issued for (the sink audience of the KafkaSource or PingSource)", EnvOIDCAudience, EnvOIDCIssuer)
+	}
+	if !strings.HasPrefix(c.Issuer, "https://") && !strings.HasPrefix(c.Issuer, "http://") {
+		return nil, fmt.Errorf("%s: %q is not an http(s) URL", EnvOIDCIssuer, c.Issuer)
+	}
+	for _, s := range c.AllowedSubjects {
+		if i := strings.IndexByte(s, '*'); i >= 0 && i != len(s)-1 {
+			return nil, fmt.Errorf("%s: %q: '*' may only end an entry", EnvOIDCAllowedSubjects, s)
+		}
+	}
+	if c.CAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the issuer CA bundle: %w", EnvOIDCCAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", EnvOIDCCAFile, c.CAFile)
+	}
+	return pool, nil
+}
+
+// senderAuth checks the bearer token of event requests. Discovery happens on the first request
+// (and again after a failure), so a server can start while its issuer is still unreachable;
+// such requests get 503, which KafkaSource retries.
+type senderAuth struct {
+	cfg    SenderAuthConfig
+	ctx    context.Context // long-lived, carries client: key set fetches use it
+	client *http.Client
+	log    *slog.Logger
+	mu     sync.Mutex
+	verify *oidc.IDTokenVerifier
+}
+
+// newSenderAuth validates cfg and prepares the verifier; errors name the setting. ctx lives as
+// long as the server: key set refreshes use it.
+func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logger) (*senderAuth, error) {
+	pool, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if pool != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	var rt http.RoundTripper = tr
+	if cfg.TokenFile != "" {
+		rt = tokenFileTransport{file: cfg.TokenFile, next: tr}
+	}
+	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil
+}
+
+// tokenFileTransport adds the bearer token of a file (re-read each time: kubelet rotates it).
+type tokenFileTransport struct {
+	file string
+	next http.RoundTripper
+}
+
+func (t tokenFileTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, err := os.ReadFile(t.file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the token for the issuer: %w", EnvOIDCTokenFile, err)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	return t.next.RoundTrip(r)
+}
+
+// verifier returns the verifier, running discovery first if it has not succeeded yet.
+func (a *senderAuth) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verify != nil {
+		return a.verify, nil
+	}
+	// Discovery is bounded by the request; the key set keeps the long-lived context.
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(oidc.ClientContext(dctx, a.client), a.cfg.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	var claims struct {
+		JWKSURI string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := p.Claims(&claims); err != nil {
+		return nil, err
+	}
+	keys := oidc.NewRemoteKeySet(a.ctx, claims.JWKSURI)
+	a.verify = oidc.NewVerifier(a.cfg.Issuer, keys, &oidc.Config{ClientID: a.cfg.Audience, SupportedSigningAlgs: signingAlgs(claims.Algs)})
+	a.log.Info("sender authentication on", "issuer", a.cfg.Issuer, "audience", a.cfg.Audience,
+		"allowed_subjects", a.cfg.AllowedSubjects, "jwks_uri", claims.JWKSURI)
+	return a.verify, nil
+}
+
+// signingAlgs keeps the asymmetric algorithms the issuer announces (RS256 when it says none):
+// "none" and HMAC algorithms are never accepted.
+func signingAlgs(announced []string) []string {
+	var out []string
+	for _, a := range announced {
+		switch a {
+		case oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512, oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA:
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{oidc.RS256}
+	}
+	return out
+}
+
+// authError is a refusal: its status (401, 403, 503) and a one-line reason without the token.
+type authError struct {
+	status int
+	reason string
+}
+
+// check verifies r's bearer token; nil means the sender is trusted.
+func (a *senderAuth) check(r *http.Request) *authError {
+	h := r.Header.Get("Authorization")
+	scheme, raw, ok := strings.Cut(h, " ")
+	raw = strings.TrimSpace(raw)
+	if h == "" {
+		return &authError{http.StatusUnauthorized, "sender authentication: missing Authorization: Bearer token"}
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
+		return &authError{http.StatusUnauthorized, "sender authentication: the Authorization header is not a Bearer token"}
+	}
+	v, err := a.verifier(r.Context())
+	if err != nil {
+		return &authError{http.StatusServiceUnavailable, fmt.Sprintf("sender authentication: discovering issuer %s (%s) failed: %s", a.cfg.Issuer, EnvOIDCIssuer, scrub(err.Error(), raw))}
+	}
+	tok, err := v.Verify(r.Context(), raw)
+	if err != nil {
+		return &authError{http.StatusUnauthorized, "sender authentication: invalid token: " + scrub(err.Error(), raw)}
+	}
+	if !subjectAllowed(a.cfg.AllowedSubjects, tok.Subject) {
+		return &authError{http.StatusForbidden, fmt.Sprintf("sender authentication: subject %q is not allowed (%s)", tok.Subject, EnvOIDCAllowedSubjects)}
+	}
+	return nil
+}
+
+func subjectAllowed(allowed []string, sub string) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, a := range allowed {
+		if p, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(sub, p) || a == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// scrub keeps the token out of a reason, should a library ever quote it.
+func scrub(s, token string) string {
+	if token != "" {
+		s = strings.ReplaceAll(s, token, "[token]")
+	}
+	return s
+}
+
+// wrap lets only trusted senders reach next.
+func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if e := a.check(r); e != nil {
+			a.log.Warn("event refused", "status", e.status, "reason", e.reason, "remote", r.RemoteAddr)
+			if e.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			}
+			writeText(w, e.status, e.reason)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// ErrNoSenderAuth is returned by CheckPayloadAuth.
+var ErrNoSenderAuth = errors.New("MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record, so it must know who sent the event: " +
+	"turn on sender authentication (" + EnvOIDCIssuer + " and " + EnvOIDCAudience + ", see docs/events.md) " +
+	"or set MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true to accept events from anyone who can reach the service")
+
+// CheckPayloadAuth refuses payload mode without sender authentication unless allowUnauthenticated.
+func CheckPayloadAuth(cfg SenderAuthConfig, allowUnauthenticated bool) error {
+	if cfg.Enabled() || allowUnauthenticated {
+		return nil
+	}
+	return ErrNoSenderAuth
+}

@@ -1,0 +1,243 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+
+	"github.com/mm2go/mm2go/test/testkit/oidcissuer"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Knative's sender identities: the OIDC service account of a KafkaSource, and another one.
+const (
+	trustedSender = "system:serviceaccount:mm2go:kafkasource-mm2go-mirror-oidc"
+	otherSender   = "system:serviceaccount:default:curl"
+	sinkAudience  = "mm2go-mirror"
+)
+
+// TestSenderAuth runs the sender authentication against a real OIDC issuer
+// (mock-oauth2-server): its discovery document, its JWKS, tokens from its token endpoint.
+func TestSenderAuth(t *testing.T) {
+	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	var logs syncBuffer
+	handled := 0
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{
+		Issuer:          iss.Issuer(oidcissuer.DefaultIssuer),
+		Audience:        sinkAudience,
+		AllowedSubjects: []string{trustedSender, "system:serviceaccount:trusted-ns:*"},
+	}}, slog.New(slog.NewTextHandler(&logs, nil)), HandlerFunc(func(context.Context, event.Event) protocol.Result {
+		handled++
+		return nil
+	}))
+	token := func(sub, aud string) string {
+		// mock-oauth2-server puts the requested scopes into "aud".
+		return iss.Token(oidcissuer.DefaultIssuer, sub, "unused", aud, "")
+	}
+	send := func(t *testing.T, authz string) (int, string) {
+		t.Helper()
+		hdr := map[string]string{}
+		if authz != "" {
+			hdr["Authorization"] = authz
+		}
+		return do(h, binaryRequest("{}", hdr))
+	}
+	// refused checks the status and the one-line reason, and that neither the answer nor the
+	// log holds the token.
+	refused := func(t *testing.T, tok string, authz string, wantStatus int, wantReason string) {
+		t.Helper()
+		before := handled
+		code, body := send(t, authz)
+		if code != wantStatus || !strings.Contains(body, wantReason) {
+			t.Errorf("answer %d %q, want %d with %q", code, body, wantStatus, wantReason)
+		}
+		if strings.Count(strings.TrimSpace(body), "\n") != 0 {
+			t.Errorf("reason is not one line: %q", body)
+		}
+		if handled != before {
+			t.Errorf("a refused event reached the handler")
+		}
+		if tok != "" {
+			sig := tok[strings.LastIndexByte(tok, '.')+1:]
+			if sig == "" {
+				sig = tok
+			}
+			if strings.Contains(body, sig) || strings.Contains(logs.String(), sig) || strings.Contains(logs.String(), tok) {
+				t.Errorf("the token leaked into the answer or the log:\n%s\n%s", body, logs.String())
+			}
+		}
+	}
+
+	good := token(trustedSender, sinkAudience)
+	t.Run("accepted", func(t *testing.T) {
+		if code, body := send(t, "Bearer "+good); code != http.StatusOK {
+			t.Fatalf("answer %d %q, want 200", code, body)
+		}
+		if code, body := send(t, "Bearer "+token("system:serviceaccount:trusted-ns:any", sinkAudience)); code != http.StatusOK {
+			t.Fatalf("prefix-allowed subject: answer %d %q, want 200", code, body)
+		}
+		if handled != 2 {
+			t.Fatalf("handled %d events, want 2", handled)
+		}
+	})
+	t.Run("missing token", func(t *testing.T) {
+		refused(t, "", "", http.StatusUnauthorized, "sender authentication: missing Authorization: Bearer token")
+		refused(t, "", "Basic YWxpY2U6eA==", http.StatusUnauthorized, "not a Bearer token")
+	})
+	t.Run("wrong audience", func(t *testing.T) {
+		tok := token(trustedSender, "some-other-sink")
+		refused(t, tok, "Bearer "+tok, http.StatusUnauthorized, `invalid token: oidc: expected audience "mm2go-mirror"`)
+	})
+	t.Run("unsigned", func(t *testing.T) {
+		// The issuer's own claims with alg "none" and no signature.
+		parts := strings.Split(good, ".")
+		none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
+		refused(t, none, "Bearer "+none, http.StatusUnauthorized, "invalid token: oidc: malformed jwt")
+	})
+	t.Run("tampered", func(t *testing.T) {
+		parts := strings.Split(good, ".")
+		claims, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		forged := bytes.Replace(claims, []byte(trustedSender), []byte(otherSender), 1)
+		tok := parts[0] + "." + base64.RawURLEncoding.EncodeToString(forged) + "." + parts[2]
+		refused(t, tok, "Bearer "+tok, http.StatusUnauthorized, "invalid token: failed to verify signature")
+	})
+	t.Run("other issuer", func(t *testing.T) {
+		// Same server, another issuer: its own "iss" and its own key, which the configured
+		// issuer's JWKS does not hold (go-oidc checks the signature before the "iss").
+		tok := iss.Token("other", trustedSender, "unused", sinkAudience, "")
+		refused(t, tok, "Bearer "+tok, http.StatusUnauthorized, "invalid token: failed to verify signature")
+	})
+	t.Run("subject not allowed", func(t *testing.T) {
+		tok := token(otherSender, sinkAudience)
+		refused(t, tok, "Bearer "+tok, http.StatusForbidden, `sender authentication: subject "system:serviceaccount:default:curl" is not allowed (MM2_SERVE_OIDC_ALLOWED_SUBJECTS)`)
+	})
+	t.Run("key rotation", func(t *testing.T) {
+		iss.Rotate(oidcissuer.Options{})
+		// The verifier has the old key cached; a token signed with the new one makes it fetch
+		// the JWKS again.
+		if code, body := send(t, "Bearer "+token(trustedSender, sinkAudience)); code != http.StatusOK {
+			t.Fatalf("token signed with the rotated key: answer %d %q, want 200", code, body)
+		}
+		refused(t, good, "Bearer "+good, http.StatusUnauthorized, "invalid token: failed to verify signature")
+	})
+	t.Run("expired", func(t *testing.T) {
+		// The same issuer and key, its clock two hours back: tokens for one hour, expired now.
+		iss.Restart(oidcissuer.Options{Clock: time.Now().Add(-2 * time.Hour)})
+		tok := token(trustedSender, sinkAudience)
+		refused(t, tok, "Bearer "+tok, http.StatusUnauthorized, "invalid token: oidc: token is expired")
+	})
+	t.Run("probes stay open", func(t *testing.T) {
+		code, _ := do(h, mustRequest(t, http.MethodGet, "/healthz"))
+		if code != http.StatusOK {
+			t.Fatalf("/healthz answered %d without a token, want 200", code)
+		}
+	})
+}
+
+func mustRequest(t *testing.T, method, path string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// TestSenderAuthSettings checks that Run refuses bad settings, naming them, and that an issuer
+// that cannot be reached gives 503 (retried by KafkaSource), not a crash.
+func TestSenderAuthSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  SenderAuthConfig
+		want string
+	}{
+		{SenderAuthConfig{Issuer: "https://issuer.example"}, "MM2_SERVE_OIDC_AUDIENCE is required with MM2_SERVE_OIDC_ISSUER"},
+		{SenderAuthConfig{Issuer: "issuer.example", Audience: "a"}, `MM2_SERVE_OIDC_ISSUER: "issuer.example" is not an http(s) URL`},
+		{SenderAuthConfig{Issuer: "https://issuer.example", Audience: "a", AllowedSubjects: []string{"a*b"}}, "MM2_SERVE_OIDC_ALLOWED_SUBJECTS"},
+		{SenderAuthConfig{Issuer: "https://issuer.example", Audience: "a", CAFile: "/nonexistent/ca.pem"}, "MM2_SERVE_OIDC_CA_FILE: reading the issuer CA bundle"},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Run(context.Background(), Config{Listener: ln, SenderAuth: tc.cfg}, quietLogger(), HandlerFunc(ok))
+		ln.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v, want an error with %q", tc.cfg, err, tc.want)
+		}
+	}
+
+	// An issuer that does not answer: 503 with the reason, and the next request tries again.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: dead, Audience: "a"}}, quietLogger(), HandlerFunc(ok))
+	code, body := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer x.y.z"}))
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "sender authentication: discovering issuer "+dead+" (MM2_SERVE_OIDC_ISSUER) failed") {
+		t.Errorf("unreachable issuer: answer %d %q, want 503 naming the issuer", code, body)
+	}
+}
+
+func TestCheckPayloadAuth(t *testing.T) {
+	if err := CheckPayloadAuth(SenderAuthConfig{}, false); !errors.Is(err, ErrNoSenderAuth) {
+		t.Errorf("payload without sender auth: %v, want ErrNoSenderAuth", err)
+	}
+	if err := CheckPayloadAuth(SenderAuthConfig{}, true); err != nil {
+		t.Errorf("payload explicitly allowed unauthenticated: %v", err)
+	}
+	if err := CheckPayloadAuth(SenderAuthConfig{Issuer: "https://i", Audience: "a"}, false); err != nil {
+		t.Errorf("payload with sender auth: %v", err)
+	}
+}
+
+// TestSenderAuthIssuerToken: with a token file, discovery and key requests carry its token (a
+// Kubernetes API server issuer answers them only to authenticated callers).
+func TestSenderAuthIssuerToken(t *testing.T) {
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("pod-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization")
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: srv.URL, Audience: "a", TokenFile: file}}, quietLogger(), HandlerFunc(ok))
+	code, _ := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer x.y.z"}))
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("answer %d, want 503 (discovery refused)", code)
+	}
+	if got := <-seen; got != "Bearer pod-token" {
+		t.Fatalf("discovery request carried Authorization %q, want the token file's", got)
+	}
+}

@@ -1,0 +1,436 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/kafkasource"
+)
+
+// faultBroker is a single-node cluster of one test's own, so that restarting or hanging it
+// never disturbs the tests running in parallel on the harness clusters.
+type faultBroker struct {
+	t         testing.TB
+	name      string
+	bootstrap string
+	home      string
+}
+
+// The fault tests run in parallel with each other (t.Parallel), after the package's other
+// tests: each hangs and restarts only its own clusters.
+
+// startFaultBrokers starts one dedicated cluster per name (testkit.StartExtraBroker: free ports
+// below the ephemeral range, stopped and wiped when the test ends); a cluster left hung by a
+// failed test is thawed first.
+func startFaultBrokers(t *testing.T, names ...string) []*faultBroker {
+	t.Helper()
+	c := testkit.Require(t)
+	out := make([]*faultBroker, len(names))
+	for i, n := range names {
+		eb := testkit.StartExtraBroker(t, c, "fault-"+n+"-", 3, func(int) []string { return nil })
+		b := &faultBroker{t: t, name: eb.Name, bootstrap: eb.Plain, home: eb.Home}
+		t.Cleanup(func() { _ = b.script("thaw") })
+		out[i] = b
+	}
+	return out
+}
+
+func (b *faultBroker) script(verb string) error {
+	cmd := exec.Command(testkit.KafkaScript(b.t), verb, b.name)
+	cmd.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+b.home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kafka.sh %s %s: %v\n%s", verb, b.name, err, out)
+	}
+	return nil
+}
+
+// kafka runs a kafka.sh verb on the broker (pause, resume, freeze, thaw).
+func (b *faultBroker) kafka(verb string) {
+	b.t.Helper()
+	if err := b.script(verb); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// fault is what a test does to a broker: a restart (the process stops and starts again, its
+// port refusing connections in between) or a hang (SIGSTOP: connections stay open and
+// nothing answers) for a while.
+type fault struct {
+	name string
+	hold time.Duration
+}
+
+var (
+	restartFault = fault{"restart", 3 * time.Second}
+	hangFault    = fault{"hang", 10 * time.Second}
+)
+
+// inject applies f to b and returns when the broker answers again.
+func (f fault) inject(t testing.TB, b *faultBroker) {
+	t.Helper()
+	began := time.Now()
+	if f.name == "restart" {
+		b.kafka("pause")
+		time.Sleep(f.hold) // the time the broker is down: what the fault is made of
+		b.kafka("resume")
+	} else {
+		b.kafka("freeze")
+		time.Sleep(f.hold)
+		b.kafka("thaw")
+	}
+	t.Logf("%s of %s: %s", f.name, b.name, time.Since(began).Round(100*time.Millisecond))
+}
+
+// process is a function run as a process (`<bin> run`).
+type process struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	exited         chan struct{}
+	code           int
+}
+
+func startProcess(t testing.TB, bin string, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		} else if err != nil {
+			p.code = -1
+		}
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// wait waits for the process to end (at most d) and returns its exit code.
+func (p *process) wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.code
+	case <-time.After(d):
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump on stderr
+		time.Sleep(time.Second)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		t.Fatalf("%s did not exit within %s\n%s", filepath.Base(p.cmd.Path), d, tail(p.stderr.String(), 6000))
+		return -1
+	}
+}
+
+func (p *process) retries() int { return strings.Count(p.stderr.String(), "retriable error; retrying") }
+
+// functionEnv is the environment of the checkpoint and heartbeat functions on a flow from
+// source to target.
+func functionEnv(source, target string, extra ...string) []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"MM2_SOURCE_BOOTSTRAP_SERVERS=" + source,
+		"MM2_TARGET_BOOTSTRAP_SERVERS=" + target,
+		"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR=1",
+		"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR=1",
+		"MM2_LOG_FORMAT=json",
+	}, extra...)
+}
+
+// TestFaultsCheckpointHeartbeat runs `checkpoint run` and `heartbeat run` as processes on two
+// clusters of their own. The first checkpoint round runs on a brand-new target (its group
+// coordinator is not there yet: COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists) and
+// succeeds; then each round rides out a hang and a restart of the target and of the source
+// and ends with exit 0 and its work done.
+func TestFaultsCheckpointHeartbeat(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
+	bs := startFaultBrokers(t, "cs", "ct")
+	src, tgt := bs[0], bs[1]
+	topic := testkit.CreateTopic(t, src.bootstrap, "orders", 1, nil)
+	testkit.Produce(t, src.bootstrap, testkit.SampleRecords(topic, 1, 20)...)
+	// The target holds the remote topic only, as after a first `mirror run` that wrote no
+	// group offsets: the group coordinator has never been used.
+	remote := "source." + topic
+	testkit.CreateTopic(t, tgt.bootstrap, remote, 1, nil)
+	syncs := testkit.CreateTopic(t, src.bootstrap, "mm2-offset-syncs.target.internal", 1, nil)
+	cpBin, hbBin := buildFunction(t, "checkpoint"), buildFunction(t, "heartbeat")
+	env := functionEnv(src.bootstrap, tgt.bootstrap, "MM2_GROUPS=app1", "MM2_TOPICS="+topic, "MM2_SYNC_GROUP_OFFSETS_ENABLED=true")
+
+	committed := int64(0)
+	// checkpointRound writes an offset sync u -> u, commits offset u of app1 on the source and
+	// runs one checkpoint round while fault (if any) hits broker b; the round must end with
+	// exit 0, and the group's offset on the target must be u (the translation).
+	checkpointRound := func(t *testing.T, f *fault, b *faultBroker) {
+		committed += 3
+		k, v, err := mm2.OffsetSync{Topic: topic, Partition: 0, UpstreamOffset: committed, DownstreamOffset: committed}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.Produce(t, src.bootstrap, &kgo.Record{Topic: syncs, Key: k, Value: v})
+		commitGroupOffset(t, src.bootstrap, "app1", topic, committed)
+		p := startProcess(t, cpBin, env, "run")
+		if f != nil {
+			f.inject(t, b)
+		}
+		code := p.wait(t, 3*time.Minute)
+		t.Logf("checkpoint run: exit %d after %d retries; %s", code, p.retries(), strings.TrimSpace(p.stdout.String()))
+		if code != 0 {
+			t.Fatalf("checkpoint run: exit %d, want 0\n%s", code, tail(p.stderr.String(), 4000))
+		}
+		var sum struct {
+			Written int `json:"checkpoints_written"`
+			Synced  int `json:"synced_offsets"`
+		}
+		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || sum.Written != 1 || sum.Synced != 1 {
+			t.Errorf("summary %s (%v): want 1 checkpoint written, 1 offset synced", p.stdout.String(), err)
+		}
+		got, err := testkit.Admin(t, tgt.bootstrap).FetchOffsets(testkit.Context(t, 30*time.Second), "app1")
+		o, ok := got.Lookup(remote, 0)
+		if err != nil || !ok || o.At != committed {
+			t.Errorf("app1 on the target: %+v %v, want offset %d on %s[0]", o, err, committed, remote)
+		}
+	}
+	t.Run("checkpoint_new_target", func(t *testing.T) { checkpointRound(t, nil, nil) })
+
+	heartbeatRound := func(t *testing.T, f fault, b *faultBroker) {
+		p := startProcess(t, hbBin, functionEnv(src.bootstrap, tgt.bootstrap), "run")
+		f.inject(t, b)
+		code := p.wait(t, 3*time.Minute)
+		t.Logf("heartbeat run: exit %d after %d retries; %s", code, p.retries(), strings.TrimSpace(p.stdout.String()))
+		if code != 0 {
+			t.Fatalf("heartbeat run: exit %d, want 0\n%s", code, tail(p.stderr.String(), 4000))
+		}
+		var sum struct {
+			Written []struct{ Cluster string } `json:"written"`
+		}
+		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || len(sum.Written) == 0 || sum.Written[0].Cluster != "target" {
+			t.Errorf("summary %s (%v): want the heartbeat written to the target", p.stdout.String(), err)
+		}
+	}
+	for _, b := range []*faultBroker{tgt, src} {
+		side := map[*faultBroker]string{tgt: "target", src: "source"}[b]
+		for _, f := range []fault{hangFault, restartFault} {
+			t.Run(fmt.Sprintf("checkpoint_%s_%s", side, f.name), func(t *testing.T) { checkpointRound(t, &f, b) })
+			if side == "target" {
+				// A round needs only the target: a source fault costs the reverse heartbeat.
+				t.Run(fmt.Sprintf("heartbeat_%s_%s", side, f.name), func(t *testing.T) { heartbeatRound(t, f, b) })
+			}
+		}
+	}
+	// A hang longer than the run's budget: the round stops and exits 3 ("run again later"),
+	// naming the cluster that did not answer.
+	t.Run("checkpoint_budget_runs_out", func(t *testing.T) {
+		tgt.kafka("freeze")
+		defer tgt.kafka("thaw")
+		p := startProcess(t, cpBin, append(env, "MM2_BURST_MAX_DURATION=5s"), "run")
+		code := p.wait(t, 2*time.Minute)
+		t.Logf("checkpoint run with the target hung: exit %d", code)
+		if code != 3 || !strings.Contains(p.stderr.String(), `target cluster \"target\" unavailable`) {
+			t.Errorf("exit %d, want 3 with the target named\n%s", code, tail(p.stderr.String(), 3000))
+		}
+	})
+}
+
+// commitGroupOffset commits offset at of topic[0] for group.
+func commitGroupOffset(t *testing.T, bootstrap, group, topic string, at int64) {
+	t.Helper()
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1})
+	if err := testkit.Admin(t, bootstrap).CommitAllOffsets(testkit.Context(t, 30*time.Second), group, os); err != nil {
+		t.Fatalf("committing %d for %s: %v", at, group, err)
+	}
+}
+
+// countKeys reads topic (read_committed when committed) and returns how many records it holds
+// and how many distinct keys.
+func countKeys(t testing.TB, bootstrap, topic string, committed bool) (records, distinct int) {
+	t.Helper()
+	var opts []kgo.Opt
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	got := testkit.ReadAll(t, bootstrap, topic, opts...)
+	seen := make(map[string]struct{}, len(got))
+	for _, r := range got {
+		seen[string(r.Key)] = struct{}{}
+	}
+	return len(got), len(seen)
+}
+
+// TestFaultsMirrorRun runs `mirror run` bursts on two clusters of their own while the source
+// or the target hangs (SIGSTOP) or restarts mid-burst: each burst waits, retries and finishes
+// (exit 0); nothing is lost, and in exactly-once mode a read_committed reader sees every record
+// once.
+func TestFaultsMirrorRun(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
+	bs := startFaultBrokers(t, "ms", "mt")
+	src, tgt := bs[0], bs[1]
+	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
+	bin := MirrorBinary(t)
+	const n = 60000
+	for _, tc := range []struct {
+		b   *faultBroker
+		f   fault
+		eos bool
+	}{
+		{src, hangFault, true}, {src, restartFault, false}, {tgt, hangFault, false}, {tgt, restartFault, true},
+	} {
+		side := map[*faultBroker]string{tgt: "target", src: "source"}[tc.b]
+		t.Run(fmt.Sprintf("%s_%s_exactly_once=%v", side, tc.f.name, tc.eos), func(t *testing.T) {
+			topic := bigTopic(t, c, 4, n, 200)
+			remote := "source." + topic
+			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", tc.eos))
+			p := startProcess(t, bin, env, "run")
+			ctx := testkit.Context(t, 2*time.Minute)
+			for EndOffsetsSum(ctx, tgt.bootstrap, remote) < n/10 {
+				select {
+				case <-p.exited:
+					t.Fatalf("the burst ended before the fault: exit %d\n%s", p.code, tail(p.stderr.String(), 4000))
+				case <-ctx.Done():
+					t.Fatal("no records on the target")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			tc.f.inject(t, tc.b)
+			code := p.wait(t, 4*time.Minute)
+			t.Logf("mirror run: exit %d; %s", code, strings.TrimSpace(p.stdout.String()))
+			var sum struct {
+				Lag    int64  `json:"lag"`
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal(p.stdout.Bytes(), &sum)
+			switch {
+			case code != 0:
+				t.Errorf("burst through the %s of the %s: exit %d, want 0\n%s", tc.f.name, side, code, tail(p.stderr.String(), 4000))
+			case sum.Lag != 0:
+				t.Errorf("burst through the %s of the %s: exit 0 (reason %q) with %d records left", tc.f.name, side, sum.Reason, sum.Lag)
+			}
+			// One more run: it must find nothing left; if the burst above failed, it finishes
+			// the copy so that what the fault cost can be counted.
+			r := RunMirror(t, env)
+			t.Logf("the run after: exit %d, %d records", r.Code, r.Records())
+			if r.Code != 0 {
+				t.Fatalf("the run after: exit %d\n%s", r.Code, tail(r.Stderr, 4000))
+			}
+			records, distinct := countKeys(t, tgt.bootstrap, remote, tc.eos)
+			t.Logf("target holds %d records, %d distinct, %d duplicates", records, distinct, records-distinct)
+			if distinct != n {
+				t.Errorf("target has %d distinct records, want %d (lost %d)", distinct, n, n-distinct)
+			}
+			if tc.eos && records != distinct {
+				t.Errorf("exactly-once: a read_committed reader sees %d records more than once", records-distinct)
+			}
+		})
+	}
+}
+
+// TestFaultsMirrorServe runs `mirror serve` (fetch mode, exactly-once) as a process fed by the
+// KafkaSource driver, on two clusters of its own, while records keep arriving: the target
+// hangs, then the source hangs, then the target restarts. Meanwhile the function answers 503
+// when a copy cannot be made durable in time (the driver retries); afterwards every record was
+// delivered, none dead-lettered, and a read_committed reader sees each one once on the target.
+func TestFaultsMirrorServe(t *testing.T) {
+	t.Parallel() // on clusters of its own: overlaps with the other fault tests only
+	bs := startFaultBrokers(t, "ss", "st")
+	src, tgt := bs[0], bs[1]
+	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
+	topic := testkit.CreateTopic(t, src.bootstrap, "orders", 2, nil)
+	remote := "source." + topic
+	port := freePortBlock(t)
+	env := append(MirrorEnv(c, topic, "MM2_EXACTLY_ONCE=true"), "PORT="+strconv.Itoa(port))
+	fn := startProcess(t, MirrorBinary(t), env, "serve")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	testkit.WaitFor(t, 60*time.Second, "mirror serve to be ready", func() bool {
+		select {
+		case <-fn.exited:
+			t.Fatalf("mirror serve exited: %d\n%s", fn.code, tail(fn.stderr.String(), 4000))
+		default:
+		}
+		code, _ := httpGet(base + "/readyz")
+		return code == 200
+	})
+	group := testkit.Name(t, "ks")
+	d, stop := runDriver(t, kafkasource.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Group: group, Sink: base + "/",
+		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 60 * time.Second})
+
+	// A steady trickle of records through all three faults.
+	ctx, cancel := context.WithCancel(context.Background())
+	produced := make(chan int, 1)
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(src.bootstrap))
+		if err != nil {
+			produced <- 0
+			return
+		}
+		defer cl.Close()
+		n := 0
+		for ctx.Err() == nil {
+			for i := 0; i < 20; i++ {
+				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(n)), Value: []byte("v" + strconv.Itoa(n))}, nil)
+				n++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := cl.Flush(context.Background()); err != nil {
+			t.Errorf("producer: %v", err)
+		}
+		produced <- n
+	}()
+	time.Sleep(3 * time.Second)
+	hangFault.inject(t, tgt)
+	time.Sleep(3 * time.Second)
+	hangFault.inject(t, src)
+	time.Sleep(3 * time.Second)
+	restartFault.inject(t, tgt)
+	time.Sleep(3 * time.Second)
+	cancel()
+	n := <-produced
+	waitDelivered(t, src.bootstrap, group, topic, endOffsets(t, src.bootstrap, topic), 3*time.Minute)
+	stop()
+	s := d.Stats()
+	t.Logf("driver: %+v", s)
+	if s.DeadLettered != 0 {
+		t.Errorf("%d records dead-lettered", s.DeadLettered)
+	}
+	records, distinct := countKeys(t, tgt.bootstrap, remote, true)
+	t.Logf("%d produced; the target holds %d records (read_committed), %d distinct", n, records, distinct)
+	if distinct != n || records != n {
+		t.Errorf("target: %d records, %d distinct; want %d exactly once\n%s", records, distinct, n, tail(fn.stderr.String(), 4000))
+	}
+}
+
+func httpGet(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
