@@ -6,10 +6,10 @@ package main
 import (
 	"os"
 
-	"github.com/mm2go/mm2go/shared/checkpoint"
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/cli"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "checkpoint", Run: checkpoint.RunCommand, Serve: checkpoint.ServeCommand}))
+	os.Exit(cli.Main(cli.App{Name: "checkpoint", Run: app.CheckpointRun, Serve: app.CheckpointServe}))
 }

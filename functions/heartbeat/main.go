@@ -6,10 +6,10 @@ package main
 import (
 	"os"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/cli"
-	"github.com/mm2go/mm2go/shared/heartbeat"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "heartbeat", Run: heartbeat.RunCommand, Serve: heartbeat.ServeCommand}))
+	os.Exit(cli.Main(cli.App{Name: "heartbeat", Run: app.HeartbeatRun, Serve: app.HeartbeatServe}))
 }

@@ -6,12 +6,10 @@ package main
 import (
 	"os"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/cli"
-	"github.com/mm2go/mm2go/shared/engine"
-	"github.com/mm2go/mm2go/shared/mirrorevents"
-	"github.com/mm2go/mm2go/shared/ops"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "mirror", Run: engine.RunCommand, Serve: mirrorevents.ServeCommand, Commands: ops.Commands()}))
+	os.Exit(cli.Main(cli.App{Name: "mirror", Run: app.MirrorRun, Serve: app.MirrorServe, Commands: app.OpsCommands()}))
 }

@@ -84,6 +84,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
 		gate:             round.NewGate("checkpoint", opts.Metrics),
+		describe:         opts.ExplainConnectError,
 	}
 	j.gate.Logger = logger
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
@@ -516,13 +517,18 @@ func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint)
 		return
 	}
 	n := int32(len(d.Partitions))
-	value := mm2.OffsetValue(0)
 	recs := make([]*kgo.Record, 0, len(emitted))
 	for _, c := range emitted {
-		key := mm2.CheckpointOffsetKey(c.Topic, c.Partition, c.Group)
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, n), Key: key, Value: value})
+		p := mm2.CheckpointPosition(c.Topic, c.Partition, c.Group, n)
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p.Partition, Key: p.Key, Value: p.Value})
 	}
 	if err := j.tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
 	}
 }
+
+// Ready reports whether both clusters answer a metadata request (serve.Readier).
+func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
+
+// Gate is the job's round gate: one round at a time.
+func (j *Job) Gate() *round.Gate { return j.gate }

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,11 +10,8 @@ import (
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
-// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
-const (
-	SyncsOnSource = "source"
-	SyncsOnTarget = "target"
-)
+// SyncsOnSource and SyncsOnTarget are the offset-syncs.topic.location values.
+const SyncsOnSource, SyncsOnTarget = policy.SyncsOnSource, policy.SyncsOnTarget
 
 // Options configure a Job. Zero values mean the default named in each field's comment.
 type Options struct {
@@ -78,24 +74,24 @@ type Options struct {
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ExplainConnectError, if set, explains a failed connection to the "source" or "target"
+	// cluster (config.Config.ConnectError); nil leaves errors as they are.
+	ExplainConnectError func(cluster string, err error) error
 }
 
+// Validate reports the first invalid option, as New would.
+func (o Options) Validate() error { return o.withDefaults() }
+
 func (o *Options) withDefaults() error {
-	if o.SourceAlias == "" || o.TargetAlias == "" {
-		return errors.New("checkpoint options: source and target aliases are required")
-	}
-	if o.SourceAlias == o.TargetAlias {
-		return fmt.Errorf("checkpoint options: source and target alias are both %q", o.SourceAlias)
+	if err := policy.CheckAliases("checkpoint options", o.SourceAlias, o.TargetAlias); err != nil {
+		return err
 	}
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
 	}
-	if o.Topics == nil {
-		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
-		if err != nil {
-			return err
-		}
-		o.Topics = f
+	var err error
+	if o.Topics, err = filter.TopicsOrDefault(o.Topics); err != nil {
+		return err
 	}
 	if o.Groups == nil {
 		f, err := filter.Groups(filter.DefaultGroups, filter.DefaultGroupsExclude)

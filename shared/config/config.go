@@ -61,7 +61,7 @@ type Config struct {
 	// Offset syncs and checkpoints.
 	OffsetSyncsTopicLocation string `envconfig:"MM2_OFFSET_SYNCS_TOPIC_LOCATION" mm2:"offset-syncs.topic.location" default:"source" desc:"cluster holding the offset-syncs topic: source or target"`
 	OffsetLagMax             int64  `envconfig:"MM2_OFFSET_LAG_MAX" mm2:"offset.lag.max" default:"100" desc:"max records between offset syncs"`
-	EmitOffsetSyncsEnabled   bool   `envconfig:"MM2_EMIT_OFFSET_SYNCS_ENABLED" mm2:"emit.offset-syncs.enabled" default:"true" desc:"write offset syncs"`
+	EmitOffsetSyncsEnabled   bool   `envconfig:"MM2_EMIT_OFFSET_SYNCS_ENABLED" mm2:"emit.offset-syncs.enabled" default:"true" desc:"write offset syncs (false: no offset-syncs topic, and checkpoint refuses to run, as in MM2)"`
 	EmitCheckpointsEnabled   bool   `envconfig:"MM2_EMIT_CHECKPOINTS_ENABLED" mm2:"emit.checkpoints.enabled" default:"true" desc:"write consumer group checkpoints"`
 	SyncGroupOffsetsEnabled  bool   `envconfig:"MM2_SYNC_GROUP_OFFSETS_ENABLED" mm2:"sync.group.offsets.enabled" default:"false" desc:"commit translated offsets of inactive groups on the target"`
 
@@ -71,7 +71,7 @@ type Config struct {
 	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
 	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
 	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
-	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" mm2:"refresh.topics.enabled" default:"true" desc:"look for new topics and partitions"`
+	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" mm2:"refresh.topics.enabled" default:"true" desc:"accepted for MM2 files: every run looks for new topics and partitions, so false has no effect (WARN)"`
 	SyncTopicAclsEnabled              bool `envconfig:"MM2_SYNC_TOPIC_ACLS_ENABLED" mm2:"sync.topic.acls.enabled" default:"true" desc:"copy the source's topic ACLs (LITERAL, not ALLOW WRITE; ALLOW ALL becomes READ) to the remote topics, once per run"`
 
 	// Positions (Connect offsets topic, shared with MM2).

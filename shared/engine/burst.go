@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"sort"
 	"sync"
 	"time"
 
@@ -82,6 +80,9 @@ type Summary struct {
 	Reason        string `json:"reason"`
 	Error         string `json:"error,omitempty"`
 	ExactlyOnce   bool   `json:"exactly_once"`
+	// Gaps are the source records lost to the flow that this burst found and copied around
+	// (deleted before they were mirrored, or a recreated topic); see Gap.
+	Gaps []Gap `json:"gaps,omitempty"`
 
 	parts []partResult // per partition, for the calls sharing a copy
 }
@@ -98,6 +99,10 @@ type work struct {
 	// initPos, if >= 0, is a position to store even if nothing is copied (auto.offset.reset
 	// latest on a partition without position).
 	initPos int64
+	// What planning saw (see PartitionPlan): the stored position (-1: none), the log start,
+	// and the gap between them, if any.
+	position, logStart int64
+	gap                *Gap
 }
 
 // Burst copies every selected partition up to the end offsets seen at its start, or until a
@@ -113,14 +118,7 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return e.failed(start, err)
 	}
-	var tps []TP
-	remote := map[string]string{}
-	for _, t := range topics {
-		remote[t.Source] = t.Remote
-		for p := int32(0); p < t.Partitions; p++ {
-			tps = append(tps, TP{t.Source, p})
-		}
-	}
+	tps, remote := partitionsOf(topics)
 	if bo.Group != "" && e.opts.ExactlyOnce {
 		// Overlapping exactly-once bursts are safe (fencing), they just do not split work.
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
@@ -378,7 +376,7 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 	if offsetsParts > 0 {
 		es.works, es.err = e.plan(ctx, tps, remote, limit, offsetsParts)
 	} else {
-		es.works, es.err = e.planFrom(ctx, tps, remote, limit, nil)
+		es.works, es.err = e.planCopies(ctx, tps, remote, limit, nil, true)
 	}
 	e.log.Debug("planned", "partitions", len(es.works))
 	if es.err != nil {
@@ -463,76 +461,6 @@ func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
 	}
 }
 
-// plan reads positions and end offsets and returns the partitions with work.
-// Positions this process made durable (Engine.known) are taken from memory; only the others
-// are read from the offsets topic.
-func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
-	positions := make(map[TP]int64, len(tps))
-	var unknown []TP
-	for _, tp := range tps {
-		if n, ok := e.known.get(tp); ok && n > 0 {
-			positions[tp] = n - 1
-		} else {
-			unknown = append(unknown, tp)
-		}
-	}
-	read, err := e.ReadPositions(ctx, unknown, offsetsParts)
-	if err != nil {
-		return nil, err
-	}
-	maps.Copy(positions, read)
-	return e.planFrom(ctx, tps, remote, limit, positions)
-}
-
-func (e *Engine) planFrom(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64) ([]*work, error) {
-	topicSet := map[string]bool{}
-	for _, tp := range tps {
-		topicSet[tp.Topic] = true
-	}
-	names := make([]string, 0, len(topicSet))
-	for t := range topicSet {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	starts, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
-	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
-	}
-	var out []*work
-	for _, tp := range tps {
-		s, ok1 := starts.Lookup(tp.Topic, tp.Partition)
-		en, ok2 := ends.Lookup(tp.Topic, tp.Partition)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("no offsets for source partition %s", tp)
-		}
-		w := &work{tp: tp, remote: remote[tp.Topic], end: en.Offset, initPos: -2}
-		if l, ok := limit[tp]; ok && l < w.end {
-			w.end = l
-		}
-		pos, has := positions[tp]
-		switch {
-		case has && pos >= 0 && pos+1 <= en.Offset:
-			w.start = max(pos+1, s.Offset)
-			if w.start >= w.end && e.refreshPositions() {
-				w.initPos = pos // idle: store it again so it outlives the topic's retention
-			}
-		case has && pos >= 0:
-			e.known.forget(tp)
-			e.log.Warn("stored position is beyond the source partition's end (topic recreated or truncated?); starting at its start",
-				"partition", tp.String(), "position", pos, "end", en.Offset)
-			w.start = s.Offset
-		case e.opts.AutoOffsetResetLatest && en.Offset > s.Offset:
-			// Stored at once, so later bursts do not skip what arrives in between.
-			w.start = en.Offset
-			w.initPos = en.Offset - 1
-		default:
-			w.start = s.Offset
-		}
-		out = append(out, w)
-	}
-	return out, nil
-}
-
 // refreshPositions reports whether bursts store the unchanged positions of idle partitions
 // again. An offsets topic without compaction (Event Hubs tiers that lack it) drops position
 // records after its retention, so a partition idle for longer would lose its position and be
@@ -547,7 +475,7 @@ func (e *Engine) refreshPositions() bool {
 func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
 	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
-		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts}
+		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.gaps.take(parts)}
 	for _, p := range parts {
 		ts := s.Topics[p.tp.Topic]
 		if ts == nil {

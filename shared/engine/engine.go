@@ -39,11 +39,8 @@ func (s Side) String() string {
 // shared/cluster.NewClient fits it once bound to the cluster's settings.
 type DialFunc func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error)
 
-// Offset-syncs topic locations (MM2's offset-syncs.topic.location).
-const (
-	SyncsOnSource = "source"
-	SyncsOnTarget = "target"
-)
+// SyncsOnSource and SyncsOnTarget are the offset-syncs.topic.location values.
+const SyncsOnSource, SyncsOnTarget = policy.SyncsOnSource, policy.SyncsOnTarget
 
 // Options configure an Engine. Zero values mean the default named in each field's comment.
 type Options struct {
@@ -81,6 +78,10 @@ type Options struct {
 	OffsetSyncsTopicReplicationFactor int16
 	// OffsetLagMax is offset.lag.max; 0 means MM2's default of 100.
 	OffsetLagMax int64
+	// EmitOffsetSyncs is emit.offset-syncs.enabled (KIP-1031); nil means true. When false no
+	// offset-syncs topic is created and no sync is written (MirrorSourceTask then has no
+	// OffsetSyncWriter), so checkpoints cannot translate offsets for this flow.
+	EmitOffsetSyncs *bool
 
 	// OffsetStorageTopic is the Connect offsets topic on the target; "" means
 	// mm2-offsets.<SourceAlias>.internal (MM2 dedicated mode's default).
@@ -141,12 +142,9 @@ func (o *Options) withDefaults() error {
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
 	}
-	if o.Topics == nil {
-		f, err := filter.Topics(filter.DefaultTopics, filter.DefaultTopicsExclude)
-		if err != nil {
-			return err
-		}
-		o.Topics = f
+	var err error
+	if o.Topics, err = filter.TopicsOrDefault(o.Topics); err != nil {
+		return err
 	}
 	if o.ConfigPropertiesExclude == nil {
 		l, err := filter.NewList(filter.Setting{Property: "config.properties.exclude", Env: "MM2_CONFIG_PROPERTIES_EXCLUDE"}, DefaultConfigPropertiesExclude)
@@ -168,6 +166,9 @@ func (o *Options) withDefaults() error {
 	}
 	if o.OffsetSyncsTopicReplicationFactor == 0 {
 		o.OffsetSyncsTopicReplicationFactor = -1
+	}
+	if o.EmitOffsetSyncs == nil {
+		o.EmitOffsetSyncs = new(true)
 	}
 	if o.OffsetLagMax == 0 {
 		o.OffsetLagMax = 100
@@ -209,6 +210,7 @@ type Engine struct {
 	reuse   reused       // CopyPartition's long-lived producers and recent checks
 	creates topicBatcher // remote topics asked for at the same time go in one request
 	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
+	gaps    gapBook      // gaps planning found, until the run's summary reports them
 	known   durable      // what this process made durable on the target, per source partition
 }
 
@@ -287,6 +289,9 @@ func (e *Engine) Close() {
 
 // Options returns the engine's options with defaults filled in.
 func (e *Engine) Options() Options { return e.opts }
+
+// EmitsOffsetSyncs reports emit.offset-syncs.enabled (true unless EmitOffsetSyncs says false).
+func (o Options) EmitsOffsetSyncs() bool { return o.EmitOffsetSyncs == nil || *o.EmitOffsetSyncs }
 
 // OffsetSyncsTopic returns the offset-syncs topic name and the cluster it lives on.
 func (e *Engine) OffsetSyncsTopic() (string, Side) {

@@ -35,13 +35,24 @@ type syncEmitter struct {
 	// ready is the offset-syncs topic: known at once unless a first burst creates it in the
 	// background.
 	ready *pendingTopic
+
+	// off: emit.offset-syncs.enabled=false. The emitter takes every call and writes nothing
+	// (w and cl are nil).
+	off bool
 }
+
+// disabledEmitter is the emitter of a flow with emit.offset-syncs.enabled=false: no topic, no
+// producer, no sync.
+func disabledEmitter() *syncEmitter { return &syncEmitter{off: true, ready: readyTopic(1)} }
 
 // newSyncEmitter creates the offset-syncs topic if missing (1 partition, compacted) and a
 // producer for it. With inBackground the topic is created while the burst copies: the producer
 // then holds syncs for a topic it does not know yet until the topic appears, and finish
 // reports a creation that failed.
 func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEmitter, error) {
+	if !e.opts.EmitsOffsetSyncs() {
+		return disabledEmitter(), nil
+	}
 	topic, side := e.OffsetSyncsTopic()
 	if !inBackground {
 		if err := e.ensureSyncsTopic(ctx); err != nil {
@@ -64,6 +75,9 @@ func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEm
 }
 
 func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitter {
+	if !e.opts.EmitsOffsetSyncs() {
+		return disabledEmitter()
+	}
 	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared, ready: readyTopic(1)}
 }
 
@@ -71,8 +85,12 @@ func syncProducerOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
 }
 
-// ensureSyncsTopic creates the offset-syncs topic if missing.
+// ensureSyncsTopic creates the offset-syncs topic if missing (nothing with
+// emit.offset-syncs.enabled=false, as MirrorSourceConnector.createOffsetSyncsTopic).
 func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
+	if !e.opts.EmitsOffsetSyncs() {
+		return nil
+	}
 	topic, side := e.OffsetSyncsTopic()
 	cl := e.src
 	if side == Target {
@@ -89,6 +107,9 @@ func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 // one is due, as MirrorSourceTask.commitRecord does (it runs in producer promises: the
 // offset-syncs producer is a different client, so producing here cannot deadlock).
 func (s *syncEmitter) record(ctx context.Context, topic string, partition int32, upstream, downstream int64) {
+	if s.off {
+		return
+	}
 	s.w.Record(topic, partition, upstream, downstream)
 	for _, sy := range s.w.TakePending() {
 		s.produce(ctx, sy)
@@ -108,6 +129,9 @@ func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync) {
 // send writes the pending syncs asynchronously. With promote, delayed syncs are promoted
 // first (MM2's commit()), so the newest position of every partition gets synced.
 func (s *syncEmitter) send(ctx context.Context, promote bool) error {
+	if s.off {
+		return nil
+	}
 	if promote {
 		s.w.PromoteDelayed()
 	}
@@ -137,6 +161,9 @@ func (s *syncEmitter) error() error {
 
 // finish promotes and sends every remaining sync and waits for them.
 func (s *syncEmitter) finish(ctx context.Context) error {
+	if s.off {
+		return nil
+	}
 	if _, err := s.ready.wait(ctx); err != nil {
 		if s.ready.failed() != nil {
 			return err
@@ -157,7 +184,7 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 }
 
 func (s *syncEmitter) close() {
-	if !s.shared {
+	if !s.shared && s.cl != nil {
 		s.cl.Close()
 	}
 	_, _ = s.ready.wait(context.Background()) // the background creation ends with the burst's context

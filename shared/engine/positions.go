@@ -38,13 +38,8 @@ func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, bool, error) {
 
 // positionRecord returns the Connect offsets record storing last as the position of tp.
 func (e *Engine) positionRecord(tp TP, last int64, offsetsPartitions int32) *kgo.Record {
-	key := mm2.SourceOffsetKey(e.opts.SourceAlias, tp.Topic, tp.Partition)
-	return &kgo.Record{
-		Topic:     e.opts.OffsetStorageTopic,
-		Partition: mm2.KeyPartition(key, offsetsPartitions),
-		Key:       key,
-		Value:     mm2.OffsetValue(last),
-	}
+	p := mm2.SourcePosition(e.opts.SourceAlias, tp.Topic, tp.Partition, last, offsetsPartitions)
+	return &kgo.Record{Topic: e.opts.OffsetStorageTopic, Partition: p.Partition, Key: p.Key, Value: p.Value}
 }
 
 // ReadPositions returns the stored position (last copied upstream offset) of each tp that has

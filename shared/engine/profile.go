@@ -39,14 +39,14 @@ func (e *Engine) checkBudgets(ctx context.Context, topics []Topic) error {
 		for _, t := range topics {
 			want[t.Remote] = t.Partitions
 		}
-		if syncsSide == Target {
+		if syncsSide == Target && e.opts.EmitsOffsetSyncs() {
 			want[syncs] = 1
 		}
 		if err := p.CheckBudget(ctx, e.tgtAdm, want); err != nil {
 			return err
 		}
 	}
-	if p := e.opts.SourceProfile; p.EventHubs && syncsSide == Source {
+	if p := e.opts.SourceProfile; p.EventHubs && syncsSide == Source && e.opts.EmitsOffsetSyncs() {
 		if err := p.CheckBudget(ctx, e.srcAdm, map[string]int32{syncs: 1}); err != nil {
 			return err
 		}

@@ -2,16 +2,13 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -26,11 +23,31 @@ type Topic struct {
 // the topic filter (or a heartbeats topic with heartbeats replication on), not internal and
 // not a replication cycle back to the target.
 func (e *Engine) Selected(t string) bool {
+	ok, _ := e.Explain(t, false)
+	return ok
+}
+
+// Explain is Selected with the reason, for a dry run; kafkaInternal is the broker's flag for
+// its own internal topics (__consumer_offsets, __transaction_state), never replicated.
+func (e *Engine) Explain(topic string, kafkaInternal bool) (bool, string) {
 	p := e.opts.Policy
-	if !(e.opts.Topics.Accept(t) || (e.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(t))) {
-		return false
+	if kafkaInternal {
+		return false, "Kafka internal topic"
 	}
-	return !p.IsInternalTopic(t) && !policy.IsCycle(p, e.opts.TargetAlias, t)
+	ok, reason := e.opts.Topics.Explain(topic)
+	if !ok && e.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(topic) {
+		ok, reason = true, "heartbeats topic (heartbeats.replication.enabled)"
+	}
+	if !ok {
+		return false, reason
+	}
+	if p.IsInternalTopic(topic) {
+		return false, "internal topic (MM2 or Kafka internal name)"
+	}
+	if policy.IsCycle(p, e.opts.TargetAlias, topic) {
+		return false, fmt.Sprintf("replication cycle: the topic came from %q", e.opts.TargetAlias)
+	}
+	return true, reason
 }
 
 // DiscoverTopics lists the source topics this flow replicates, sorted by name.
@@ -60,78 +77,14 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 	return e.prepareTargets(ctx, topics)
 }
 
-// prepareTargets is PrepareTargets after the budget check.
+// prepareTargets is PrepareTargets after the budget check: the remote topic part of the plan,
+// computed then executed.
 func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
-	if len(topics) == 0 {
-		return nil
-	}
-	remotes := make([]string, len(topics))
-	for i, t := range topics {
-		remotes[i] = t.Remote
-	}
-	md, err := e.tgtAdm.Metadata(ctx, remotes...)
+	plans, _, err := e.planTargets(ctx, topics)
 	if err != nil {
-		return fmt.Errorf("describing remote topics on target: %w", err)
+		return err
 	}
-	var missing, existing []Topic
-	for _, t := range topics {
-		d, ok := md.Topics[t.Remote]
-		switch {
-		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			missing = append(missing, t)
-		case d.Err != nil:
-			return fmt.Errorf("describing remote topic %q on target: %w", t.Remote, d.Err)
-		default:
-			existing = append(existing, t)
-			if have := int32(len(d.Partitions)); have < t.Partitions {
-				e.log.Info("growing remote topic", "topic", t.Remote, "from", have, "to", t.Partitions)
-				resp, err := e.tgtAdm.UpdatePartitions(ctx, int(t.Partitions), t.Remote)
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
-					return fmt.Errorf("adding partitions to remote topic %q (%d -> %d): %w", t.Remote, have, t.Partitions, err)
-				}
-			}
-		}
-	}
-	if len(missing) > 0 {
-		names := make([]string, len(missing))
-		for i, t := range missing {
-			names[i] = t.Source
-		}
-		srcConfigs := map[string][]topicConfig{}
-		if e.copyConfigs() {
-			if srcConfigs, err = e.describeConfigs(ctx, e.src, names); err != nil {
-				return err
-			}
-		}
-		news := make([]cluster.NewTopic, 0, len(missing))
-		created := make([]string, 0, len(missing))
-		for _, t := range missing {
-			configs := map[string]*string{}
-			for _, c := range srcConfigs[t.Source] {
-				if e.copyableConfig(c) && c.Source != kmsg.ConfigSourceDefaultConfig {
-					configs[c.Name] = c.Value
-				}
-			}
-			e.log.Info("creating remote topic", "topic", t.Remote, "partitions", t.Partitions, "configs", len(configs))
-			news = append(news, cluster.NewTopic{Name: t.Remote, Partitions: t.Partitions, ReplicationFactor: e.opts.ReplicationFactor, Configs: configs})
-			created = append(created, t.Remote)
-		}
-		if err := e.creates.create(ctx, e.tgt, news); err != nil {
-			return fmt.Errorf("creating remote topics: %w", err)
-		}
-		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
-			return err
-		}
-	}
-	if e.opts.SyncTopicConfigs && e.copyConfigs() && len(existing) > 0 {
-		if err := e.syncConfigs(ctx, existing); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.applyTargets(ctx, plans)
 }
 
 // topicConfig is one entry of a DescribeConfigs answer.
@@ -177,66 +130,6 @@ func (e *Engine) describeConfigs(ctx context.Context, cl *kgo.Client, topics []s
 		}
 	}
 	return out, nil
-}
-
-// syncConfigs is MM2's topic config sync with use.defaults.from=target: set copyable
-// non-default source values that differ on the target, and delete target overrides of
-// properties the source leaves at their default.
-func (e *Engine) syncConfigs(ctx context.Context, topics []Topic) error {
-	var srcNames, tgtNames []string
-	for _, t := range topics {
-		srcNames = append(srcNames, t.Source)
-		tgtNames = append(tgtNames, t.Remote)
-	}
-	srcCfg, err := e.describeConfigs(ctx, e.src, srcNames)
-	if err != nil {
-		return err
-	}
-	tgtCfg, err := e.describeConfigs(ctx, e.tgt, tgtNames)
-	if err != nil {
-		return err
-	}
-	for _, t := range topics {
-		have := map[string]topicConfig{}
-		for _, c := range tgtCfg[t.Remote] {
-			have[c.Name] = c
-		}
-		var alters []kadm.AlterConfig
-		for _, c := range srcCfg[t.Source] {
-			if !e.copyableConfig(c) {
-				continue
-			}
-			h, ok := have[c.Name]
-			if !ok || h.ReadOnly {
-				continue
-			}
-			if c.Source == kmsg.ConfigSourceDefaultConfig {
-				if h.Source == kmsg.ConfigSourceDynamicTopicConfig {
-					alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: c.Name})
-				}
-				continue
-			}
-			if !sameValue(c.Value, h.Value) {
-				alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: c.Name, Value: c.Value})
-			}
-		}
-		if len(alters) == 0 {
-			continue
-		}
-		e.log.Info("syncing remote topic configs", "topic", t.Remote, "changes", len(alters))
-		resp, err := e.tgtAdm.AlterTopicConfigs(ctx, alters, t.Remote)
-		if err == nil {
-			for _, r := range resp {
-				if r.Err != nil {
-					err = r.Err
-				}
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("syncing configs of remote topic %q: %w", t.Remote, err)
-		}
-	}
-	return nil
 }
 
 func sameValue(a, b *string) bool {

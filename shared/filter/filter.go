@@ -279,3 +279,12 @@ func isFlags(s string) bool {
 	}
 	return true
 }
+
+// TopicsOrDefault returns f, or MM2's default topic filter (DefaultTopics,
+// DefaultTopicsExclude) when f is nil.
+func TopicsOrDefault(f *Filter) (*Filter, error) {
+	if f != nil {
+		return f, nil
+	}
+	return Topics(DefaultTopics, DefaultTopicsExclude)
+}

@@ -75,14 +75,17 @@ type Options struct {
 	Metrics *metrics.Recorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ExplainConnectError, if set, rewrites a round's failure to reach the target into a
+	// message naming its alias and bootstrap servers (config.Config.ConnectError).
+	ExplainConnectError func(cluster string, err error) error
 }
 
+// Validate checks the options as New does, without building anything.
+func (o Options) Validate() error { return o.withDefaults() }
+
 func (o *Options) withDefaults() error {
-	if o.SourceAlias == "" || o.TargetAlias == "" {
-		return errors.New("heartbeat options: source and target aliases are required")
-	}
-	if o.SourceAlias == o.TargetAlias {
-		return fmt.Errorf("heartbeat options: source and target alias are both %q", o.SourceAlias)
+	if err := policy.CheckAliases("heartbeat options", o.SourceAlias, o.TargetAlias); err != nil {
+		return err
 	}
 	if o.Policy == nil {
 		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
@@ -187,7 +190,7 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	j := &Job{
 		opts: opts, log: logger, target: target,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-		gate: round.NewGate("heartbeat", opts.Metrics),
+		gate: round.NewGate("heartbeat", opts.Metrics), describe: opts.ExplainConnectError,
 	}
 	j.gate.Logger = logger
 	return j, nil
@@ -441,9 +444,16 @@ func (j *Job) writeConnectOffset(ctx context.Context, cl *kgo.Client, adm *kadm.
 		j.log.Debug("Connect offsets topic absent; heartbeat source offset not written", "topic", topic, "found", ok, "err", d.Err)
 		return
 	}
-	key := mm2.HeartbeatOffsetKey(hb.SourceAlias, hb.TargetAlias)
-	rec := &kgo.Record{Topic: topic, Partition: mm2.KeyPartition(key, int32(len(d.Partitions))), Key: key, Value: mm2.OffsetValue(0)}
+	p := mm2.HeartbeatPosition(hb.SourceAlias, hb.TargetAlias, int32(len(d.Partitions)))
+	rec := &kgo.Record{Topic: topic, Partition: p.Partition, Key: p.Key, Value: p.Value}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		j.log.Warn("Connect offset not written", "topic", topic, "err", err)
 	}
 }
+
+// Ready reports whether the target cluster answers a metadata request (a round needs only
+// the target).
+func (j *Job) Ready(ctx context.Context) error { return j.ping(ctx) }
+
+// Gate is the job's round gate: one round at a time.
+func (j *Job) Gate() *round.Gate { return j.gate }

@@ -47,6 +47,8 @@ const (
 	NameErrors             = "mm2go_errors"
 	NameBursts             = "mm2go_bursts"
 	NameBurstDuration      = "mm2go_burst_duration_seconds"
+	NameSourceGaps         = "mm2go_source_gaps"
+	NameSourceGapRecords   = "mm2go_source_gap_records"
 )
 
 // latencyBuckets are histogram bounds in seconds, from milliseconds to a week: record ages of a
@@ -86,6 +88,7 @@ type Recorder struct {
 	flow     []attribute.KeyValue
 
 	recordsCopied, bytesCopied, errs, bursts, checkpoints metric.Int64Counter
+	gaps, gapRecords                                      metric.Int64Counter
 	recordAge, replLatency, cpLatency, burstDuration      metric.Float64Histogram
 	lag                                                   metric.Int64Gauge
 	hbLatency                                             metric.Float64Gauge
@@ -201,6 +204,8 @@ func (r *Recorder) instruments() error {
 	r.errs = c(NameErrors, "{error}", "Errors by kind.")
 	r.bursts = c(NameBursts, "{burst}", "Bursts (invocations) by function and exit reason.")
 	r.checkpoints = c(NameCheckpoints, "{checkpoint}", "Checkpoints written to the checkpoints topic.")
+	r.gaps = c(NameSourceGaps, "{gap}", "Source data losses a burst found and copied around, by kind: deleted (stored position behind the log start) or recreated (stored position beyond the end).")
+	r.gapRecords = c(NameSourceGapRecords, "{record}", "Source records deleted before they were mirrored (gaps of kind deleted).")
 	r.recordAge = h(NameRecordAge, "Age of fetched source records: fetch time minus record timestamp, one sample per fetched batch and partition (MM2 record-age-ms).")
 	r.replLatency = h(NameReplicationLatency, "Target acknowledgement time minus source record timestamp, one sample per fetched batch and partition (MM2 replication-latency-ms).")
 	r.cpLatency = h(NameCheckpointLatency, "Time from reading a group's committed offsets to the checkpoint's acknowledgement (MM2 checkpoint-latency-ms).")
@@ -286,6 +291,19 @@ func (r *Recorder) HeartbeatLatency(ctx context.Context, d time.Duration) {
 		return
 	}
 	r.hbLatency.Record(ctx, max(d, 0).Seconds(), r.with())
+}
+
+// SourceGap counts one loss of source data found on a partition: kind "deleted" with the
+// number of records deleted before they were mirrored, or "recreated" (records < 0: unknown).
+func (r *Recorder) SourceGap(ctx context.Context, topic string, partition int32, kind string, records int64) {
+	if r == nil {
+		return
+	}
+	o := r.with(attribute.String("topic", topic), attribute.Int("partition", int(partition)), attribute.String("kind", kind))
+	r.gaps.Add(ctx, 1, o)
+	if records > 0 {
+		r.gapRecords.Add(ctx, records, r.tp(topic, partition))
+	}
 }
 
 // Error counts one error of the given kind (see ErrorKind for a classification).

@@ -23,7 +23,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
 )
@@ -70,19 +69,6 @@ func New(ctx context.Context, opts engine.Options, groups *filter.Filter, dial e
 	}
 	o.srcAdm, o.tgtAdm = kadm.NewClient(o.src), kadm.NewClient(o.tgt)
 	return o, nil
-}
-
-// FromConfig returns an Ops for loaded settings, with clients from shared/cluster.
-func FromConfig(ctx context.Context, cfg *config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger) (*Ops, error) {
-	opts, err := engine.OptionsFromConfig(cfg, lookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	groups, err := cfg.GroupFilter()
-	if err != nil {
-		return nil, err
-	}
-	return New(ctx, opts, groups, engine.Dialer(cfg, logger), logger)
 }
 
 // Close releases the clients.

@@ -8,11 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mm2go/mm2go/shared/engine"
-	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
-	"github.com/mm2go/mm2go/shared/policy"
 )
 
 // feed returns a stream of items whose digests are the given values, at offsets from first.
@@ -155,39 +152,5 @@ func TestDigest(t *testing.T) {
 	same.Offset, same.Partition, same.Topic = 99, 3, "other" // position is not content
 	if digest(hs, &same) != d0 {
 		t.Error("offset, partition or topic changed the digest")
-	}
-}
-
-func TestExplain(t *testing.T) {
-	topics, err := filter.Topics("orders.*, heartbeats-not", filter.DefaultTopicsExclude)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &Ops{opts: engine.Options{SourceAlias: "a", TargetAlias: "b", Policy: policy.NewDefault(".", true), Topics: topics, HeartbeatsReplication: true}}
-	for _, tc := range []struct {
-		topic    string
-		internal bool
-		ok       bool
-		reason   string
-	}{
-		{"orders", false, true, "included by topics"},
-		{"payments", false, false, "not matched by topics"},
-		{"orders.internal", false, true, "included by topics"}, // MM2 4.1 mirrors it
-		{"mm2-offsets.a.internal", false, false, "excluded by topics.exclude"},
-		{"heartbeats", false, true, "heartbeats.replication.enabled"},
-		{"b.orders", false, false, "not matched"},
-		{"orders_b", false, true, "included"},
-		{"__consumer_offsets", true, false, "Kafka internal"},
-	} {
-		ok, reason := o.explain(tc.topic, tc.internal)
-		if ok != tc.ok || !strings.Contains(reason, tc.reason) {
-			t.Errorf("explain(%q) = %v, %q; want %v, ...%q...", tc.topic, ok, reason, tc.ok, tc.reason)
-		}
-	}
-	// A topic that came from the target is a cycle.
-	cycleTopics, _ := filter.Topics(".*", "")
-	o.opts.Topics = cycleTopics
-	if ok, reason := o.explain("b.orders", false); ok || !strings.Contains(reason, "cycle") {
-		t.Errorf("explain(b.orders) = %v, %q; want a cycle", ok, reason)
 	}
 }

@@ -120,6 +120,8 @@ func (v *Verification) WriteText(w io.Writer) error {
 	}
 	verdict := "complete: every copied record is on the target, unchanged, and nothing is left to copy"
 	switch {
+	case v.Gaps > 0:
+		verdict = fmt.Sprintf("GAPS: %d partitions lost source records before they were mirrored (see above)", v.Gaps)
 	case v.Differences > 0:
 		verdict = fmt.Sprintf("DIFFERENCES: %d records missing, extra or differing", v.Differences)
 	case v.Lag > 0:

@@ -6,13 +6,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
-	"github.com/mm2go/mm2go/shared/policy"
 )
 
 // Plan is what a `mirror run` would do now, worked out without writing anything.
@@ -31,6 +26,8 @@ type Plan struct {
 	Records     int64    `json:"records"`
 	// EventHubs reports the Event Hubs budgets of clusters whose Event Hubs profile is on.
 	EventHubs []EventHubsBudget `json:"event_hubs,omitempty"`
+	// Gaps are the source data losses the run would copy around (see engine.Gap).
+	Gaps []engine.Gap `json:"gaps,omitempty"`
 	// Notes are warnings (e.g. a remote topic with more partitions than its source).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -81,12 +78,7 @@ type TopicPlan struct {
 }
 
 // ConfigChange is one topic config change.
-type ConfigChange struct {
-	Name  string  `json:"name"`
-	Op    string  `json:"op"` // "set" or "delete"
-	Value *string `json:"value,omitempty"`
-	Was   *string `json:"was,omitempty"`
-}
+type ConfigChange = engine.ConfigChange
 
 // CopyRange is one partition's copy.
 type CopyRange struct {
@@ -107,41 +99,84 @@ type InternalTopic struct {
 	Partitions int32 `json:"partitions"`
 }
 
-// Plan works out what a run would do. It only reads metadata, configs, offsets and positions.
+// Plan works out what a run would do: the engine's plan (engine.Engine.Plan, the plan a
+// burst computes and executes) with every source topic's selection reason, the internal
+// topics and the Event Hubs budgets. It only reads metadata, configs, offsets and positions.
 func (o *Ops) Plan(ctx context.Context) (*Plan, error) {
 	pl := &Plan{Source: o.opts.SourceAlias, Target: o.opts.TargetAlias, Topics: []TopicPlan{}, Create: []string{}, Grow: []string{}, SyncConfigs: []string{}}
 	md, err := o.srcAdm.Metadata(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing source topics: %w", err)
 	}
+	ep, err := o.eng.Plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	planned := make(map[string]engine.TopicPlan, len(ep.Topics))
+	for _, t := range ep.Topics {
+		planned[t.Source] = t
+	}
 	names := make([]string, 0, len(md.Topics))
 	for n := range md.Topics {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var selected []*TopicPlan
+	index := map[string]int{}
 	for _, n := range names {
 		d := md.Topics[n]
 		if d.Err != nil {
 			continue
 		}
 		tp := TopicPlan{Topic: n, Partitions: int32(len(d.Partitions))}
-		tp.Selected, tp.Reason = o.explain(n, d.IsInternal)
+		tp.Selected, tp.Reason = o.eng.Explain(n, d.IsInternal)
 		if tp.Selected && tp.Partitions == 0 {
 			tp.Selected, tp.Reason = false, "no partitions"
 		}
+		if et, ok := planned[n]; ok && tp.Selected {
+			tp.Partitions, tp.Remote, tp.Action, tp.TargetPartitions = et.Partitions, et.Remote, et.Action, et.TargetPartitions
+			switch et.Action {
+			case engine.ActionCreate:
+				tp.ReplicationFactor = et.ReplicationFactor
+				pl.Create = append(pl.Create, et.Remote)
+			case engine.ActionGrow:
+				pl.Grow = append(pl.Grow, et.Remote)
+			}
+			if et.Configs != nil {
+				tp.Configs = map[string]string{}
+				for k, v := range et.Configs {
+					if v != nil {
+						tp.Configs[k] = *v
+					}
+				}
+			}
+			tp.ConfigChanges = et.ConfigChanges
+			if len(tp.ConfigChanges) > 0 {
+				pl.SyncConfigs = append(pl.SyncConfigs, et.Remote)
+			}
+		}
+		index[n] = len(pl.Topics)
 		pl.Topics = append(pl.Topics, tp)
 	}
+	pl.Notes = append(pl.Notes, ep.Notes...)
+	for _, pp := range ep.Partitions {
+		if pp.Gap != nil {
+			pl.Gaps = append(pl.Gaps, *pp.Gap)
+			pl.Notes = append(pl.Notes, pp.Gap.String()+": the run starts at the log start")
+		}
+		i, ok := index[pp.Topic]
+		if !ok || pp.Records() == 0 {
+			continue
+		}
+		t := &pl.Topics[i]
+		t.Copy = append(t.Copy, CopyRange{Partition: pp.Partition, From: pp.Start, To: pp.End})
+		t.Records += pp.Records()
+		pl.Records += pp.Records()
+	}
+	var selected []*TopicPlan
 	for i := range pl.Topics {
 		if pl.Topics[i].Selected {
 			selected = append(selected, &pl.Topics[i])
 		}
-	}
-	if err := o.planTargets(ctx, pl, selected); err != nil {
-		return nil, err
-	}
-	if err := o.planCopy(ctx, pl, selected); err != nil {
-		return nil, err
 	}
 	if err := o.planInternal(ctx, pl); err != nil {
 		return nil, err
@@ -150,168 +185,6 @@ func (o *Ops) Plan(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	return pl, nil
-}
-
-// explain is MirrorSourceConnector's topic selection with the reason for a dry run.
-func (o *Ops) explain(topic string, kafkaInternal bool) (bool, string) {
-	p := o.opts.Policy
-	if kafkaInternal {
-		return false, "Kafka internal topic"
-	}
-	ok, reason := o.opts.Topics.Explain(topic)
-	if !ok && o.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(topic) {
-		ok, reason = true, "heartbeats topic (heartbeats.replication.enabled)"
-	}
-	if !ok {
-		return false, reason
-	}
-	if p.IsInternalTopic(topic) {
-		return false, "internal topic (MM2 or Kafka internal name)"
-	}
-	if policy.IsCycle(p, o.opts.TargetAlias, topic) {
-		return false, fmt.Sprintf("replication cycle: the topic came from %q", o.opts.TargetAlias)
-	}
-	return true, reason
-}
-
-// planTargets decides create/grow/sync for the remote topics.
-func (o *Ops) planTargets(ctx context.Context, pl *Plan, sel []*TopicPlan) error {
-	if len(sel) == 0 {
-		return nil
-	}
-	remotes := make([]string, len(sel))
-	for i, t := range sel {
-		t.Remote = o.opts.Policy.FormatRemoteTopic(o.opts.SourceAlias, t.Topic)
-		remotes[i] = t.Remote
-	}
-	md, err := o.tgtAdm.Metadata(ctx, remotes...)
-	if err != nil {
-		return fmt.Errorf("describing remote topics on target: %w", err)
-	}
-	var srcNames, create, existing []string
-	for _, t := range sel {
-		srcNames = append(srcNames, t.Topic)
-		d, ok := md.Topics[t.Remote]
-		switch {
-		case !ok || d.Err != nil:
-			if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-				return fmt.Errorf("describing remote topic %q on target: %w", t.Remote, d.Err)
-			}
-			t.Action = "create"
-			t.ReplicationFactor = o.opts.ReplicationFactor
-			create = append(create, t.Topic)
-			pl.Create = append(pl.Create, t.Remote)
-		default:
-			t.TargetPartitions = int32(len(d.Partitions))
-			t.Action = "exists"
-			if t.TargetPartitions < t.Partitions {
-				t.Action = "grow"
-				pl.Grow = append(pl.Grow, t.Remote)
-			} else if t.TargetPartitions > t.Partitions {
-				pl.Notes = append(pl.Notes, fmt.Sprintf("remote topic %s has %d partitions, more than its source's %d", t.Remote, t.TargetPartitions, t.Partitions))
-			}
-			existing = append(existing, t.Topic)
-		}
-	}
-	if !o.copyConfigs() {
-		pl.Notes = append(pl.Notes, "topic configs are neither copied nor synced: a cluster of the flow is Event Hubs")
-		return nil
-	}
-	if len(create) == 0 && !(o.opts.SyncTopicConfigs && len(existing) > 0) {
-		return nil
-	}
-	srcCfg, err := describeConfigs(ctx, o.src, srcNames)
-	if err != nil {
-		return err
-	}
-	var tgtCfg map[string][]topicConfig
-	if o.opts.SyncTopicConfigs && len(existing) > 0 {
-		var tnames []string
-		for _, t := range sel {
-			if t.Action != "create" {
-				tnames = append(tnames, t.Remote)
-			}
-		}
-		if tgtCfg, err = describeConfigs(ctx, o.tgt, tnames); err != nil {
-			return err
-		}
-	}
-	for _, t := range sel {
-		if t.Action == "create" {
-			t.Configs = map[string]string{}
-			for _, c := range srcCfg[t.Topic] {
-				if o.copyable(c) && c.Source != kmsg.ConfigSourceDefaultConfig && c.Value != nil {
-					t.Configs[c.Name] = *c.Value
-				}
-			}
-			continue
-		}
-		if tgtCfg == nil {
-			continue
-		}
-		have := map[string]topicConfig{}
-		for _, c := range tgtCfg[t.Remote] {
-			have[c.Name] = c
-		}
-		for _, c := range srcCfg[t.Topic] {
-			h, ok := have[c.Name]
-			if !o.copyable(c) || !ok || h.ReadOnly {
-				continue
-			}
-			if c.Source == kmsg.ConfigSourceDefaultConfig {
-				if h.Source == kmsg.ConfigSourceDynamicTopicConfig {
-					t.ConfigChanges = append(t.ConfigChanges, ConfigChange{Name: c.Name, Op: "delete", Was: h.Value})
-				}
-				continue
-			}
-			if !sameValue(c.Value, h.Value) {
-				t.ConfigChanges = append(t.ConfigChanges, ConfigChange{Name: c.Name, Op: "set", Value: c.Value, Was: h.Value})
-			}
-		}
-		if len(t.ConfigChanges) > 0 {
-			pl.SyncConfigs = append(pl.SyncConfigs, t.Remote)
-		}
-	}
-	return nil
-}
-
-// planCopy works out the offsets each partition's copy would cover.
-func (o *Ops) planCopy(ctx context.Context, pl *Plan, sel []*TopicPlan) error {
-	var tps []engine.TP
-	for _, t := range sel {
-		for p := int32(0); p < t.Partitions; p++ {
-			tps = append(tps, engine.TP{Topic: t.Topic, Partition: p})
-		}
-	}
-	st := &Status{}
-	positions, err := o.positions(ctx, tps, st)
-	if err != nil {
-		return err
-	}
-	for _, t := range sel {
-		starts, ends, err := o.offsets(ctx, engine.Source, t.Topic)
-		if err != nil {
-			return err
-		}
-		for p := int32(0); p < t.Partitions; p++ {
-			from, to := starts[p], ends[p]
-			pos, has := positions[engine.TP{Topic: t.Topic, Partition: p}]
-			switch {
-			case has && pos >= 0 && pos+1 <= to:
-				from = max(pos+1, from)
-			case has && pos >= 0:
-				pl.Notes = append(pl.Notes, fmt.Sprintf("%s-%d: stored position %d is beyond the source end %d (topic recreated or truncated?): the run starts at the log start", t.Topic, p, pos, to))
-			case o.opts.AutoOffsetResetLatest:
-				from = to
-			}
-			if to > from {
-				t.Copy = append(t.Copy, CopyRange{Partition: p, From: from, To: to})
-				t.Records += to - from
-			}
-		}
-		pl.Records += t.Records
-	}
-	return nil
 }
 
 // planInternal lists the internal topics and whether they exist.
@@ -339,61 +212,6 @@ func (o *Ops) planInternal(ctx context.Context, pl *Plan) error {
 	}
 	pl.Internal = list
 	return nil
-}
-
-// topicConfig is one entry of a DescribeConfigs answer.
-type topicConfig struct {
-	Name      string
-	Value     *string
-	ReadOnly  bool
-	Sensitive bool
-	Source    kmsg.ConfigSource
-}
-
-// copyable is MM2's shouldReplicateSourceTopicConfig: not read-only, not sensitive, not a
-// static broker config, not excluded by config.properties.exclude.
-func (o *Ops) copyable(c topicConfig) bool {
-	return !c.ReadOnly && !c.Sensitive && c.Source != kmsg.ConfigSourceStaticBrokerConfig &&
-		!o.opts.ConfigPropertiesExclude.Match(c.Name)
-}
-
-func describeConfigs(ctx context.Context, cl *kgo.Client, topics []string) (map[string][]topicConfig, error) {
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	for _, t := range topics {
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType = kmsg.ConfigResourceTypeTopic
-		r.ResourceName = t
-		req.Resources = append(req.Resources, r)
-	}
-	out := map[string][]topicConfig{}
-	for _, sh := range cl.RequestSharded(ctx, req) {
-		if sh.Err != nil {
-			return nil, fmt.Errorf("describing topic configs: %w", sh.Err)
-		}
-		for _, r := range sh.Resp.(*kmsg.DescribeConfigsResponse).Resources {
-			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-				return nil, fmt.Errorf("describing configs of topic %q: %w", r.ResourceName, err)
-			}
-			for _, c := range r.Configs {
-				out[r.ResourceName] = append(out[r.ResourceName], topicConfig{Name: c.Name, Value: c.Value, ReadOnly: c.ReadOnly, Sensitive: c.IsSensitive, Source: c.Source})
-			}
-		}
-	}
-	return out, nil
-}
-
-func sameValue(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-// copyConfigs is the engine's rule: no config copy or sync where a side is Event Hubs without
-// config support.
-func (o *Ops) copyConfigs() bool {
-	allows := func(p cluster.Profile) bool { return !p.EventHubs || p.SyncConfigs }
-	return allows(o.opts.SourceProfile) && allows(o.opts.TargetProfile)
 }
 
 // planBudgets checks the topics the run would create or grow against Event Hubs budgets

@@ -56,6 +56,10 @@ type PartitionStatus struct {
 	TargetEnd int64 `json:"target_end"`
 	// LastSync is the newest offset sync for the partition; nil when none.
 	LastSync *SyncInfo `json:"last_sync"`
+	// Gap is set when the stored position is outside the source log: records deleted before
+	// they were mirrored, or a recreated topic (see engine.Gap). The burst that copies around
+	// it reports it too (summary, log, metrics); once it has, the position is back in the log.
+	Gap *engine.Gap `json:"gap,omitempty"`
 }
 
 // SyncInfo is one offset sync and its record's timestamp.
@@ -176,6 +180,10 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 			if pos, ok := positions[engine.TP{Topic: t.Source, Partition: p}]; ok {
 				ps.Position = &pos
 				next = max(next, pos+1)
+				if ps.Gap = engine.PositionGap(engine.TP{Topic: t.Source, Partition: p}, pos, ps.SourceStart, ps.SourceEnd); ps.Gap != nil {
+					next = ps.SourceStart // the next run copies from the log start
+					st.Notes = append(st.Notes, ps.Gap.String()+": the next run copies from the log start")
+				}
 			}
 			ps.Lag = max(0, ps.SourceEnd-next)
 			st.TotalLag += ps.Lag

@@ -71,6 +71,9 @@ type PartitionVerify struct {
 	TargetHash string `json:"target_hash"`
 	// Lag is the source records after the position, not copied yet.
 	Lag int64 `json:"lag"`
+	// Gap is set when the stored position is outside the source log: records deleted before
+	// they were mirrored, or a recreated topic (see engine.Gap).
+	Gap *engine.Gap `json:"gap,omitempty"`
 	// Differences lists the first MaxListed differences.
 	Differences []Difference `json:"differences,omitempty"`
 	Note        string       `json:"note,omitempty"`
@@ -85,7 +88,10 @@ type Verification struct {
 	Differences int64 `json:"differences"`
 	// Lag is the source records not copied yet over all partitions.
 	Lag int64 `json:"lag"`
-	// Complete is true when there is no difference and no lag.
+	// Gaps is the number of partitions whose stored position is outside the source log (see
+	// engine.Gap): records lost before they were mirrored.
+	Gaps int `json:"gaps"`
+	// Complete is true when there is no difference, no lag and no gap.
 	Complete bool `json:"complete"`
 }
 
@@ -157,10 +163,17 @@ func (o *Ops) Verify(ctx context.Context, vo VerifyOptions) (*Verification, erro
 			if has {
 				pv.Position = &pos
 				next = max(next, pos+1)
+				if pv.Gap = engine.PositionGap(tp, pos, sStarts[p], sEnds[p]); pv.Gap != nil {
+					next = sStarts[p] // the next run copies from the log start
+					v.Gaps++
+				}
 			}
 			pv.Lag = max(0, sEnds[p]-next)
 			pv.SourceTo = min(next, sEnds[p])
 			switch {
+			case pv.Gap != nil:
+				pv.Note = pv.Gap.String() + "; nothing compared, the next run copies from the log start"
+				pv.SourceTo = pv.SourceFrom
 			case !has:
 				pv.Note = "no position stored: nothing copied yet"
 				pv.SourceTo = pv.SourceFrom
@@ -185,7 +198,7 @@ func (o *Ops) Verify(ctx context.Context, vo VerifyOptions) (*Verification, erro
 			v.Partitions = append(v.Partitions, pv)
 		}
 	}
-	v.Complete = v.Differences == 0 && v.Lag == 0
+	v.Complete = v.Differences == 0 && v.Lag == 0 && v.Gaps == 0
 	return v, nil
 }
 

@@ -294,3 +294,21 @@ func javaSplit(s, sep string) []string {
 	}
 	return parts[:n]
 }
+
+// CheckAliases checks a flow's source and target cluster aliases: both set and different.
+// what names the options in the error ("checkpoint options").
+func CheckAliases(what, source, target string) error {
+	if source == "" || target == "" {
+		return fmt.Errorf("%s: source and target aliases are required", what)
+	}
+	if source == target {
+		return fmt.Errorf("%s: source and target alias are both %q", what, source)
+	}
+	return nil
+}
+
+// Offset-syncs topic locations: the values of MM2's offset-syncs.topic.location.
+const (
+	SyncsOnSource = "source"
+	SyncsOnTarget = "target"
+)

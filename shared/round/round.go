@@ -12,11 +12,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
-	"github.com/mm2go/mm2go/shared/cli"
+
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/serve"
@@ -112,8 +112,9 @@ func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S,
 // Once is the `run` sub-command's body: one round, retried while it fails with a Transient
 // error (within g.RunBackoff), its summary written as JSON to stdout (also when the round
 // failed part-way), the error wrapped with the job's name. An error that is still transient
-// when the budget or the context ends also wraps cli.ErrMoreToDo (exit code 3: run again later).
-func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(context.Context) (S, error)) error {
+// when the budget or the context ends also wraps runAgain (the caller's "run again later", e.g.
+// cli.ErrMoreToDo, exit code 3).
+func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(context.Context) (S, error), runAgain error) error {
 	sum, err := retry(ctx, g, g.RunBackoff, round)
 	if b, jerr := json.Marshal(sum); jerr == nil {
 		fmt.Fprintf(stdout, "%s\n", b)
@@ -126,50 +127,29 @@ func Once[S any](ctx context.Context, g *Gate, stdout io.Writer, round func(cont
 		if g.Logger != nil {
 			g.Logger.Error("round not done; run again later (exit code 3)", "round", g.Name, "err", err.Error())
 		}
-		return fmt.Errorf("%s round: %w (%w)", g.Name, err, cli.ErrMoreToDo)
+		return fmt.Errorf("%s round: %w (%w)", g.Name, err, runAgain)
 	}
 	return fmt.Errorf("%s round: %w", g.Name, err)
 }
 
-// Job is a periodic job built from settings: serve hands it the CloudEvents.
+// Job is a periodic job built from settings: Server hands it the CloudEvents.
 type Job[S any] interface {
-	serve.Handler
+	// Ready reports whether the clusters a round needs answer (serve.Readier).
+	Ready(context.Context) error
 	Round(context.Context) (S, error)
 	Gate() *Gate
 	Close()
 }
 
-// RunCommand returns the `run` sub-command of the job that build makes: one round, its summary
-// printed as JSON on stdout. MM2_BURST_MAX_DURATION, when set, is the round's retry budget.
-func RunCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
-	return func(ctx context.Context, env cli.Env) error {
-		j, err := build(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer j.Close()
-		if d := env.Config.BurstMaxDuration; d > 0 {
-			// MM2_BURST_MAX_DURATION bounds the invocation: the retries stop within it.
-			j.Gate().RunBackoff.Budget = d
-		}
-		return Once(ctx, j.Gate(), env.Stdout, j.Round)
-	}
-}
+// Server returns the serve.Handler (and serve.Readier) of a periodic job: any CloudEvent (a
+// PingSource tick, a cron's request) runs one round (see Handle for the answers); concurrent
+// events wait for the running round.
+func Server[S any](j Job[S]) serve.Handler { return server[S]{j} }
 
-// ServeCommand returns the `serve` sub-command of the job that build makes: every CloudEvent
-// runs one round (see Handle), on PORT, with /healthz, /readyz and /metrics.
-func ServeCommand[S any, J Job[S]](build func(context.Context, cli.Env) (J, error)) func(context.Context, cli.Env) error {
-	return func(ctx context.Context, env cli.Env) error {
-		if err := env.Config.SenderAuth().Validate(); err != nil {
-			return &cli.ConfigError{Err: err}
-		}
-		j, err := build(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer j.Close()
-		sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler(),
-			SenderAuth: env.Config.SenderAuth()}
-		return serve.Run(ctx, sc, env.Logger, j)
-	}
+type server[S any] struct{ j Job[S] }
+
+func (s server[S]) Ready(ctx context.Context) error { return s.j.Ready(ctx) }
+
+func (s server[S]) Handle(ctx context.Context, _ event.Event) protocol.Result {
+	return Handle(ctx, s.j.Gate(), s.j.Round)
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/serve"
 )
@@ -95,7 +94,7 @@ func TestOnceWritesSummaryAndWrapsError(t *testing.T) {
 	g.RunBackoff = fastBackoff
 	err := Once(context.Background(), g, &out, func(context.Context) (summary, error) {
 		return summary{Written: 1}, kerr.TopicAuthorizationFailed
-	})
+	}, errRunAgain)
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.HasPrefix(err.Error(), "checkpoint round: ") {
 		t.Errorf("error %v", err)
 	}
@@ -109,7 +108,7 @@ var fastBackoff = cluster.Backoff{Initial: time.Millisecond, Max: 5 * time.Milli
 
 // TestOnceRetriesTransient: a round failing with COORDINATOR_NOT_AVAILABLE (a brand-new
 // cluster creating its offsets topic) is run again and its success is the run's; a round
-// still failing when the budget ends exits 3 (cli.ErrMoreToDo), a permanent failure at once.
+// still failing when the budget ends exits 3 (errRunAgain), a permanent failure at once.
 func TestOnceRetriesTransient(t *testing.T) {
 	g := NewGate("checkpoint", nil)
 	g.RunBackoff = cluster.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond, Budget: time.Minute}
@@ -121,7 +120,7 @@ func TestOnceRetriesTransient(t *testing.T) {
 			return summary{}, fmt.Errorf("fetching offsets of group \"app1\": %w", kerr.CoordinatorNotAvailable)
 		}
 		return summary{Written: 2}, nil
-	})
+	}, errRunAgain)
 	if err != nil || calls != 3 || out.String() != "{\"written\":2}\n" {
 		t.Errorf("err %v after %d calls, stdout %q; want success on the third", err, calls, out.String())
 	}
@@ -129,9 +128,9 @@ func TestOnceRetriesTransient(t *testing.T) {
 	g.RunBackoff = fastBackoff
 	err = Once(context.Background(), g, io.Discard, func(context.Context) (summary, error) {
 		return summary{}, kerr.CoordinatorLoadInProgress
-	})
+	}, errRunAgain)
 	var rb *cluster.RetryBudgetError
-	if !errors.Is(err, cli.ErrMoreToDo) || !errors.Is(err, kerr.CoordinatorLoadInProgress) || !errors.As(err, &rb) {
+	if !errors.Is(err, errRunAgain) || !errors.Is(err, kerr.CoordinatorLoadInProgress) || !errors.As(err, &rb) {
 		t.Errorf("budget ran out: %v; want ErrMoreToDo wrapping the Kafka error", err)
 	}
 
@@ -139,8 +138,11 @@ func TestOnceRetriesTransient(t *testing.T) {
 	err = Once(context.Background(), g, io.Discard, func(context.Context) (summary, error) {
 		calls++
 		return summary{}, kerr.TopicAuthorizationFailed
-	})
-	if calls != 1 || errors.Is(err, cli.ErrMoreToDo) {
+	}, errRunAgain)
+	if calls != 1 || errors.Is(err, errRunAgain) {
 		t.Errorf("permanent error: %d calls, %v; want one call, no ErrMoreToDo", calls, err)
 	}
 }
+
+// errRunAgain stands for the caller's "run again later" (cli.ErrMoreToDo in shared/app).
+var errRunAgain = errors.New("run again later")

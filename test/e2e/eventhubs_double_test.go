@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/engine"
@@ -123,7 +124,7 @@ func TestEventHubsDoubleBurst(t *testing.T) {
 	burst := func() engine.Summary {
 		t.Helper()
 		ctx := testkit.Context(t, 3*time.Minute)
-		e, err := engine.FromConfig(ctx, cfg, nil, logger)
+		e, err := app.Engine(ctx, cfg, nil, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,14 +196,14 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 		}
 		cfg := loadConfig(t, env)
 		ctx := testkit.Context(t, 2*time.Minute)
-		o, err := engine.OptionsFromConfig(cfg, nil)
+		o, err := app.EngineOptions(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.TargetProfile.EventHubs == profileOff {
 			t.Fatalf("profile off=%v but the engine's target profile is %+v", profileOff, o.TargetProfile)
 		}
-		e, err := engine.New(ctx, o, engine.Dialer(cfg, nil), nil)
+		e, err := engine.New(ctx, o, app.Dialer(cfg, nil), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +304,7 @@ func TestEventHubsDoubleAsSource(t *testing.T) {
 	cfg := loadConfig(t, env)
 	burst := func() engine.Summary {
 		t.Helper()
-		e, err := engine.FromConfig(ctx, cfg, nil, nil)
+		e, err := app.Engine(ctx, cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/ops"
@@ -36,7 +37,7 @@ func opsFor(t *testing.T, env []string) *ops.Ops {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	o, err := ops.FromConfig(testkit.Context(t, time.Minute), cfg, envMap(env), slog.New(slog.DiscardHandler))
+	o, err := app.Ops(testkit.Context(t, time.Minute), cfg, envMap(env), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("ops: %v", err)
 	}

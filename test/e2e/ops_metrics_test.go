@@ -21,6 +21,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/metrics"
@@ -63,12 +64,12 @@ func TestOpsMetricsAfterBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	o, err := engine.OptionsFromConfig(cfg, nil)
+	o, err := app.EngineOptions(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Metrics = rec
-	e, err := engine.New(ctx, o, engine.Dialer(cfg, log), log)
+	e, err := engine.New(ctx, o, app.Dialer(cfg, log), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/ehfake"
@@ -66,7 +67,7 @@ func TestOpsPlanEventHubsBudget(t *testing.T) {
 			}
 
 			cfg := loadConfig(t, m)
-			e, err := engine.FromConfig(ctx, cfg, nil, nil)
+			e, err := app.Engine(ctx, cfg, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

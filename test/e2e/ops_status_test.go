@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mm2go/mm2go/shared/checkpoint"
+	"github.com/mm2go/mm2go/shared/app"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/ops"
 	"github.com/mm2go/mm2go/test/testkit"
@@ -37,7 +37,7 @@ func TestOpsStatusAndVerifyMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := checkpoint.FromConfig(ctx, cfg, slog.New(slog.DiscardHandler))
+	job, err := app.CheckpointJob(ctx, cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,34 @@
-package ops
+package app
 
 import (
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/shared/config"
+	"github.com/mm2go/mm2go/shared/ops"
 )
 
-// Exit codes of verify.
-const (
-	VerifyComplete    = 0 // every copied record is on the target unchanged and nothing is left to copy
-	VerifyDifferences = 1 // records missing, extra or differing, or records not copied yet
-	VerifyError       = 2 // the check could not be done
-)
+// Ops returns an ops.Ops for loaded settings, with clients from shared/cluster.
+func Ops(ctx context.Context, cfg *config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger) (*ops.Ops, error) {
+	opts, err := EngineOptions(cfg, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := cfg.GroupFilter()
+	if err != nil {
+		return nil, err
+	}
+	return ops.New(ctx, opts, groups, Dialer(cfg, logger), logger)
+}
 
-// Commands returns the sub-commands status, verify and plan for cli.App.Commands.
-func Commands() map[string]cli.Command {
+// OpsCommands returns the mirror sub-commands status, verify and plan for cli.App.Commands.
+func OpsCommands() map[string]cli.Command {
 	return map[string]cli.Command{
 		"status": {Summary: "positions, lag, offset syncs, checkpoints and heartbeats of the flow (-o json)", Run: StatusCommand},
 		"verify": {Summary: "compare source and target records partition by partition (exit 0 complete, 1 differences, 2 error)", Run: VerifyCommand},
@@ -57,81 +66,72 @@ type writerText interface{ WriteText(io.Writer) error }
 
 func write(w io.Writer, format string, v writerText) error {
 	if format == "json" {
-		return WriteJSON(w, v)
+		return ops.WriteJSON(w, v)
 	}
 	return v.WriteText(w)
 }
 
 // StatusCommand is `mirror status [-o json]`.
 func StatusCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("status", env.Stdout)
-	if err := parse(fs, env.Args, format); err != nil {
-		return err
-	}
-	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
-	if err != nil {
-		return &cli.ConfigError{Err: err}
-	}
-	defer o.Close()
-	var st *Status
-	err = retry(ctx, env, "status", func(ctx context.Context) (err error) { st, err = o.Status(ctx); return err })
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	return write(env.Stdout, *format, st)
+	return report(ctx, env, "status", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Status(ctx) })
 }
 
 // PlanCommand is `mirror plan [-o json]`.
 func PlanCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("plan", env.Stdout)
+	return report(ctx, env, "plan", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Plan(ctx) })
+}
+
+// report is a read-only sub-command: parse -o, build the Ops, write what get returns.
+func report(ctx context.Context, env cli.Env, name string, get func(context.Context, *ops.Ops) (writerText, error)) error {
+	fs, format := flags(name, env.Stdout)
 	if err := parse(fs, env.Args, format); err != nil {
 		return err
 	}
-	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
 	if err != nil {
 		return &cli.ConfigError{Err: err}
 	}
 	defer o.Close()
-	var pl *Plan
-	err = retry(ctx, env, "plan", func(ctx context.Context) (err error) { pl, err = o.Plan(ctx); return err })
+	var v writerText
+	err = retry(ctx, env, name, func(ctx context.Context) (err error) { v, err = get(ctx, o); return err })
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return write(env.Stdout, *format, pl)
+	return write(env.Stdout, *format, v)
 }
 
 // VerifyCommand is `mirror verify [-o json] [-topics a,b] [-last N] [-max-listed N]`. Its exit
-// code is VerifyComplete, VerifyDifferences or VerifyError.
+// code is ops.VerifyComplete, ops.VerifyDifferences or ops.VerifyError.
 func VerifyCommand(ctx context.Context, env cli.Env) error {
 	fs, format := flags("verify", env.Stdout)
 	topics := fs.String("topics", "", "source topics to check, comma separated (default: every replicated topic)")
 	last := fs.Int64("last", 0, "check only about the last N copied records of each partition (0: everything alignable)")
 	listed := fs.Int("max-listed", 20, "differences listed per partition")
 	if err := parse(fs, env.Args, format); err != nil {
-		return &cli.ExitError{Code: VerifyError, Err: err}
+		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
-	vo := VerifyOptions{Last: *last, MaxListed: *listed}
+	vo := ops.VerifyOptions{Last: *last, MaxListed: *listed}
 	for _, t := range strings.Split(*topics, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			vo.Topics = append(vo.Topics, t)
 		}
 	}
-	o, err := FromConfig(ctx, env.Config, env.LookupEnv, env.Logger)
+	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
 	if err != nil {
-		return &cli.ExitError{Code: VerifyError, Err: err}
+		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
 	defer o.Close()
-	var v *Verification
+	var v *ops.Verification
 	err = retry(ctx, env, "verify", func(ctx context.Context) (err error) { v, err = o.Verify(ctx, vo); return err })
 	if err != nil {
-		return &cli.ExitError{Code: VerifyError, Err: fmt.Errorf("verify: %w", err)}
+		return &cli.ExitError{Code: ops.VerifyError, Err: fmt.Errorf("verify: %w", err)}
 	}
 	if err := write(env.Stdout, *format, v); err != nil {
-		return &cli.ExitError{Code: VerifyError, Err: err}
+		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
 	env.Logger.Info("verify summary", "complete", v.Complete, "differences", v.Differences, "lag", v.Lag, "partitions", len(v.Partitions))
 	if !v.Complete {
-		return &cli.ExitError{Code: VerifyDifferences}
+		return &cli.ExitError{Code: ops.VerifyDifferences}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package mirrorevents
+package app
 
 import (
 	"context"
@@ -18,14 +18,14 @@ func TestPayloadModeNeedsSenderAuth(t *testing.T) {
 	env := func(c *config.Config) cli.Env {
 		return cli.Env{Config: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LookupEnv: func(string) (string, bool) { return "", false }}
 	}
-	err := ServeCommand(context.Background(), env(&config.Config{EventMode: "payload", EventKeyType: "string"}))
+	err := MirrorServe(context.Background(), env(&config.Config{EventMode: "payload", EventKeyType: "string"}))
 	var ce *cli.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record") ||
 		!strings.Contains(err.Error(), "MM2_SERVE_OIDC_ISSUER") || !strings.Contains(err.Error(), "MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true") {
 		t.Fatalf("payload mode without sender auth: %v, want a ConfigError naming the settings", err)
 	}
 	// Half-configured sender authentication is a configuration error too.
-	err = ServeCommand(context.Background(), env(&config.Config{EventMode: "payload", EventKeyType: "string", ServeOIDCIssuer: "https://issuer.example"}))
+	err = MirrorServe(context.Background(), env(&config.Config{EventMode: "payload", EventKeyType: "string", ServeOIDCIssuer: "https://issuer.example"}))
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MM2_SERVE_OIDC_AUDIENCE is required with MM2_SERVE_OIDC_ISSUER") {
 		t.Fatalf("issuer without audience: %v, want a ConfigError naming MM2_SERVE_OIDC_AUDIENCE", err)
 	}

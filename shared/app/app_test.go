@@ -1,0 +1,68 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/mm2go/mm2go/shared/cli"
+	"github.com/mm2go/mm2go/shared/config"
+)
+
+func load(t *testing.T, env map[string]string) *config.Config {
+	t.Helper()
+	env["MM2_SOURCE_BOOTSTRAP_SERVERS"], env["MM2_TARGET_BOOTSTRAP_SERVERS"] = "127.0.0.1:1", "127.0.0.1:2"
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestEngineOptions: the settings that reach the engine.
+func TestEngineOptions(t *testing.T) {
+	o, err := EngineOptions(load(t, map[string]string{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.EmitsOffsetSyncs() || o.AutoOffsetResetLatest || o.ReadCommitted {
+		t.Errorf("defaults: %+v", o)
+	}
+	o, err = EngineOptions(load(t, map[string]string{"MM2_EMIT_OFFSET_SYNCS_ENABLED": "false", "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET": "latest", "MM2_SOURCE_CONSUMER_ISOLATION_LEVEL": "read_committed"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.EmitsOffsetSyncs() || !o.AutoOffsetResetLatest || !o.ReadCommitted {
+		t.Errorf("set: emit syncs %v, latest %v, read_committed %v", o.EmitsOffsetSyncs(), o.AutoOffsetResetLatest, o.ReadCommitted)
+	}
+	if _, err := EngineOptions(load(t, map[string]string{"MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET": "none"}), nil); err == nil || !strings.Contains(err.Error(), "MM2_SOURCE_CONSUMER_AUTO_OFFSET_RESET=none") {
+		t.Errorf("auto.offset.reset=none: %v", err)
+	}
+}
+
+// TestCheckpointNeedsOffsetSyncs: like MM2's MirrorCheckpointConnector, checkpoint refuses to
+// run with emit.offset-syncs.enabled=false, naming the setting, before connecting anywhere.
+func TestCheckpointNeedsOffsetSyncs(t *testing.T) {
+	_, err := CheckpointJob(context.Background(), load(t, map[string]string{"MM2_EMIT_OFFSET_SYNCS_ENABLED": "false"}), slog.New(slog.DiscardHandler), nil)
+	var ce *cli.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MM2_EMIT_OFFSET_SYNCS_ENABLED=false (emit.offset-syncs.enabled)") {
+		t.Fatalf("got %v, want a config error naming the setting", err)
+	}
+}
+
+// TestRefreshTopicsWarn: refresh.topics.enabled=false has no effect and says so.
+func TestRefreshTopicsWarn(t *testing.T) {
+	var buf bytes.Buffer
+	warnIgnored(load(t, map[string]string{"MM2_REFRESH_TOPICS_ENABLED": "false"}), slog.New(slog.NewTextHandler(&buf, nil)))
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "MM2_REFRESH_TOPICS_ENABLED=false (refresh.topics.enabled) has no effect") {
+		t.Errorf("log: %q", buf.String())
+	}
+	buf.Reset()
+	warnIgnored(load(t, map[string]string{}), slog.New(slog.NewTextHandler(&buf, nil)))
+	if buf.Len() != 0 {
+		t.Errorf("default logs %q", buf.String())
+	}
+}
