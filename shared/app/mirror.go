@@ -154,6 +154,11 @@ func MirrorRun(ctx context.Context, env cli.Env) error {
 		// A stop signal during set-up: nothing was copied, nothing is lost; more to do.
 		return fmt.Errorf("stopped before copying (%v): %w", err, cli.ErrMoreToDo)
 	}
+	if err != nil && cluster.Retriable(err) {
+		// A cluster restarting, hung or unreachable for longer than the burst waits for it:
+		// what was copied is stored; the next run continues from there.
+		return fmt.Errorf("burst: %w (%w)", err, cli.ErrMoreToDo)
+	}
 	if err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
