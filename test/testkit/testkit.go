@@ -249,17 +249,16 @@ func ReadAllErr(ctx context.Context, bootstrap, topic string, opts ...kgo.Opt) (
 		for p := range want {
 			offs[topic][p] = kgo.NewOffset().AtStart()
 		}
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(offs)}, opts...)...)
+		// Transaction markers are kept so that a partition whose last offsets are markers is
+		// read to its end too (they are not returned). An empty poll proves nothing: on a busy
+		// machine a fetch can take seconds.
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(offs), kgo.KeepControlRecords()}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
 		for remaining > 0 {
-			// A partition whose last offsets are transaction markers never yields its end-1
-			// record, so an empty poll (nothing left to fetch) also ends the read.
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			fs := cl.PollFetches(pctx)
-			cancel()
+			fs := cl.PollFetches(ctx)
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("reading %s: %d partitions not read to end: %w", topic, remaining, err)
 			}
@@ -272,15 +271,14 @@ func ReadAllErr(ctx context.Context, bootstrap, topic string, opts ...kgo.Opt) (
 			if ferr != nil {
 				return nil, ferr
 			}
-			if fs.NumRecords() == 0 {
-				break
-			}
 			fs.EachRecord(func(r *kgo.Record) {
 				end, ok := want[r.Partition]
 				if !ok || r.Offset >= end {
 					return
 				}
-				parts[r.Partition] = append(parts[r.Partition], r)
+				if !r.Attrs.IsControl() {
+					parts[r.Partition] = append(parts[r.Partition], r)
+				}
 				if r.Offset == end-1 {
 					remaining--
 				}
