@@ -129,6 +129,11 @@ type copier struct {
 	errMu sync.Mutex
 	err   error
 	posMu sync.Mutex // serializes position writes
+
+	// started is when run began; stopRequested is set when the loop ended on a stop request or
+	// a budget (both read by finishWait).
+	started       time.Time
+	stopRequested atomic.Bool
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
@@ -268,6 +273,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 			c.early.Close() // not used: the run failed before it fetched
 		}
 	}()
+	c.started = start
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
 		return e.failed(start, err)
@@ -302,6 +308,9 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
+	if reason != ReasonDone || ctx.Err() != nil {
+		c.stopRequested.Store(true)
+	}
 	c.finish(writeCtx)
 	if cons != nil {
 		// In group mode leave only now that positions are stored; a rebalance blocked since
@@ -392,10 +401,29 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	return closeProducers, nil
 }
 
-// finish waits, within the grace period, for the records in flight, then writes the offset
+// finishWaitMax bounds how long a burst that was not asked to stop waits at its end for a
+// cluster that does not answer (restarting, hung), when no MaxDuration bounds it.
+const finishWaitMax = 2 * time.Minute
+
+// finishWait is how long finish waits. A copy asked to stop (a signal, its MaxDuration, a
+// record budget) or one on the shared producers (which settle later) waits the grace period;
+// a burst that reached its end waits out a cluster that stopped answering, until its
+// MaxDuration if it has one, else finishWaitMax, so a broker restart or hang of some seconds
+// right at the end neither fails the burst nor costs the positions of what it copied.
+func (c *copier) finishWait() time.Duration {
+	if c.reuse || c.stopRequested.Load() {
+		return c.bo.Grace
+	}
+	if c.bo.MaxDuration > 0 {
+		return max(c.bo.Grace, time.Until(c.started.Add(c.bo.MaxDuration)))
+	}
+	return max(c.bo.Grace, finishWaitMax)
+}
+
+// finish waits, within finishWait, for the records in flight, then writes the offset
 // syncs and positions of everything acknowledged and waits for them.
 func (c *copier) finish(writeCtx context.Context) {
-	fctx, cancel := context.WithTimeout(writeCtx, c.bo.Grace)
+	fctx, cancel := context.WithTimeout(writeCtx, c.finishWait())
 	defer cancel()
 	if err := c.flush(fctx, c.prod, &c.pending); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records: %w", err))
