@@ -315,8 +315,24 @@ func TestDashboardMetricsOnEndpoint(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &sum) != nil || sum.Records < 40 {
 		t.Fatalf("mirror burst: %d %s (want at least the 40 records)", code, body)
 	}
-	// A consumer group at the end of the topic: the checkpoint round translates and writes it.
+	// Records deleted on the source before they were mirrored (DeleteRecords past the stored
+	// position): the next burst reports the gap (mm2go_source_gaps_total and
+	// mm2go_source_gap_records_total).
 	adm := testkit.Admin(t, c.Source.Bootstrap)
+	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 2, 10)...)
+	lost, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	lost.Each(func(o kadm.ListedOffset) { del.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset}) })
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting records past the stored positions: %v %v", err, resp.Error())
+	}
+	if code, body := mirror.ping(t, "burst-2"); code != http.StatusOK || !strings.Contains(body, `"gaps"`) {
+		t.Fatalf("mirror burst after DeleteRecords: %d %s (want the gaps reported)", code, body)
+	}
+	// A consumer group at the end of the topic: the checkpoint round translates and writes it.
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
