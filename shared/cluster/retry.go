@@ -46,7 +46,10 @@ func Retriable(err error) bool {
 		errors.As(err, &firstRead):
 		return false
 	case errors.As(err, &kafkaError):
-		return kafkaError.Retriable
+		// A KRaft broker that restarted or hung is fenced until it has caught up with the
+		// controller; meanwhile CreateTopics answers INVALID_REPLICATION_FACTOR ("larger than the
+		// number of available brokers") although nothing is wrong with the request.
+		return kafkaError.Retriable || kafkaError == kerr.InvalidReplicationFactor
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
