@@ -12,7 +12,7 @@ import (
 // {"status":"invalid_token"}), it logs one error line naming the cluster,
 // the credential and the scope, with what to check.
 func (t *AzureTokens) Mechanism() sasl.Mechanism {
-	return refusalLogger{t: t, inner: oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+	return refusalLogger{onRefusal: t.logRefusal, inner: oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
 		tok, err := t.Token(ctx)
 		if err != nil {
 			return oauth.Auth{}, err
@@ -21,9 +21,12 @@ func (t *AzureTokens) Mechanism() sasl.Mechanism {
 	})}
 }
 
+// refusalLogger wraps an OAUTHBEARER mechanism so that a broker's refusal of a token (Kafka
+// answers only {"status":"invalid_token"}) is reported by onRefusal with the broker's answer,
+// before franz-go fails the authentication. Azure AD and OIDC sources share it.
 type refusalLogger struct {
-	t     *AzureTokens
-	inner sasl.Mechanism
+	onRefusal func(host, answer string)
+	inner     sasl.Mechanism
 }
 
 func (m refusalLogger) Name() string { return m.inner.Name() }
@@ -46,10 +49,14 @@ type refusalSession struct {
 // before franz-go fails the authentication.
 func (s refusalSession) Challenge(resp []byte) (bool, []byte, error) {
 	if len(resp) > 0 {
-		t := s.m.t
-		t.logger.Error("the broker refused the Azure AD token: check that the token scope is the namespace URI (https://<namespace>.servicebus.windows.net/.default), "+
-			"that the identity has a data role on the namespace or event hub (Azure Event Hubs Data Sender / Data Receiver; new assignments take up to 5 minutes), and that the clock is right",
-			"cluster", t.cluster, "broker", s.host, "credential", t.credName, "scope", t.scope, "answer", string(resp))
+		s.m.onRefusal(s.host, string(resp))
 	}
 	return s.inner.Challenge(resp)
+}
+
+// logRefusal says what to check when a broker refused an Azure AD token.
+func (t *AzureTokens) logRefusal(host, answer string) {
+	t.logger.Error("the broker refused the Azure AD token: check that the token scope is the namespace URI (https://<namespace>.servicebus.windows.net/.default), "+
+		"that the identity has a data role on the namespace or event hub (Azure Event Hubs Data Sender / Data Receiver; new assignments take up to 5 minutes), and that the clock is right",
+		"cluster", t.cluster, "broker", host, "credential", t.credName, "scope", t.scope, "answer", answer)
 }

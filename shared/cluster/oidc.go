@@ -488,7 +488,7 @@ func (t *OIDCTokens) checkJWT(tok string) (time.Time, error) {
 // JAAS extension_* options as SASL extensions). A broker refusal is logged once per attempt with
 // what to check (Kafka's answer is only {"status":"invalid_token"}).
 func (t *OIDCTokens) Mechanism() sasl.Mechanism {
-	return oidcRefusal{t: t, inner: oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+	return refusalLogger{onRefusal: t.logRefusal, inner: oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
 		tok, err := t.Token(ctx)
 		if err != nil {
 			return oauth.Auth{}, err
@@ -497,35 +497,11 @@ func (t *OIDCTokens) Mechanism() sasl.Mechanism {
 	})}
 }
 
-type oidcRefusal struct {
-	t     *OIDCTokens
-	inner sasl.Mechanism
-}
-
-func (m oidcRefusal) Name() string { return m.inner.Name() }
-
-func (m oidcRefusal) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
-	s, first, err := m.inner.Authenticate(ctx, host)
-	if err != nil {
-		return nil, nil, err
-	}
-	return oidcRefusalSession{m: m, host: host, inner: s}, first, nil
-}
-
-type oidcRefusalSession struct {
-	m     oidcRefusal
-	host  string
-	inner sasl.Session
-}
-
-func (s oidcRefusalSession) Challenge(resp []byte) (bool, []byte, error) {
-	if len(resp) > 0 {
-		t := s.m.t
-		t.logger.Error("the broker refused the OAUTHBEARER token: check that the broker's sasl.oauthbearer.expected.audience is among the token's aud (set by the scope, "+
-			"sasl.oauthbearer.scope or the JAAS scope option), its expected.issuer is the issuer, and its jwks.endpoint.url serves the issuer's keys",
-			"broker", s.host, "token_endpoint", t.endpoint, "client_id", t.clientID, "scope", t.scope, "answer", string(resp))
-	}
-	return s.inner.Challenge(resp)
+// logRefusal says what to check when a broker refused a token of this OIDC endpoint.
+func (t *OIDCTokens) logRefusal(host, answer string) {
+	t.logger.Error("the broker refused the OAUTHBEARER token: check that the broker's sasl.oauthbearer.expected.audience is among the token's aud (set by the scope, "+
+		"sasl.oauthbearer.scope or the JAAS scope option), its expected.issuer is the issuer, and its jwks.endpoint.url serves the issuer's keys",
+		"broker", host, "token_endpoint", t.endpoint, "client_id", t.clientID, "scope", t.scope, "answer", answer)
 }
 
 var errNoTokenSource = errors.New("OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli) for Azure AD, or sasl.oauthbearer.token.endpoint.url for any OIDC token endpoint")
