@@ -25,6 +25,9 @@ import (
 // harness runs the clusters and the contenders of one bench run.
 type harness struct {
 	root, home, mirrorBin string
+	// lib holds the Kafka jars (MM2GO_KAFKA_LIB or test/kafka/.cache/lib); self is this
+	// program's executable (the raw copy runs as a child process of it).
+	lib, self             string
 	logger                *slog.Logger
 	source, target        string
 	srcAdm, tgtAdm        *kadm.Client
@@ -96,14 +99,28 @@ func (h *harness) javaTool(ctx context.Context, class string, args ...string) (s
 
 var producerPerfLine = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)`)
 
-// producerPerf runs Kafka's producer perf test and returns records/s and MB/s of its summary.
-func (h *harness) producerPerf(ctx context.Context, bootstrap, topic string, records, size int) (float64, float64, error) {
-	out, err := h.javaTool(ctx, "org.apache.kafka.tools.ProducerPerformance",
-		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", strconv.Itoa(size),
-		"--throughput", "-1", "--producer-props", "bootstrap.servers="+bootstrap, "acks=all")
+// producerPerf runs Kafka's producer perf test (Kafka's default producer settings but acks=all,
+// plus the workload's compression and records) and returns records/s and MB/s of its summary.
+func (h *harness) producerPerf(ctx context.Context, bootstrap, topic string, w workload, records int) (float64, float64, error) {
+	props := []string{"bootstrap.servers=" + bootstrap, "acks=all"}
+	if w.Compression != "" {
+		props = append(props, "compression.type="+w.Compression)
+	}
+	args, err := h.perfRecordArgs(w)
 	if err != nil {
 		return 0, 0, err
 	}
+	out, err := h.javaTool(ctx, "org.apache.kafka.tools.ProducerPerformance",
+		append(append([]string{"--topic", topic, "--num-records", strconv.Itoa(records), "--throughput", "-1"}, args...),
+			append([]string{"--producer-props"}, props...)...)...)
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseProducerPerf(out)
+}
+
+// parseProducerPerf returns records/s and MB/s of a producer perf test's summary line.
+func parseProducerPerf(out string) (float64, float64, error) {
 	m := producerPerfLine.FindAllStringSubmatch(out, -1)
 	if len(m) == 0 {
 		return 0, 0, fmt.Errorf("no summary in producer perf output:\n%s", out)
@@ -112,6 +129,42 @@ func (h *harness) producerPerf(ctx context.Context, bootstrap, topic string, rec
 	rps, _ := strconv.ParseFloat(last[2], 64)
 	mbps, _ := strconv.ParseFloat(last[3], 64)
 	return rps, mbps, nil
+}
+
+// perfRecordArgs are the producer perf test's record arguments for a workload: the record
+// size (one random payload of letters, repeated), or for a compressed workload a payload file
+// of varied text lines of exactly the record size.
+func (h *harness) perfRecordArgs(w workload) ([]string, error) {
+	if w.Compression == "" {
+		return []string{"--record-size", strconv.Itoa(w.Size)}, nil
+	}
+	file := filepath.Join(h.home, fmt.Sprintf("payload-%d.txt", w.Size))
+	if _, err := os.Stat(file); err == nil {
+		return []string{"--payload-file", file}, nil
+	}
+	if err := os.WriteFile(file, textPayloads(2000, w.Size), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the payload file: %w", err)
+	}
+	return []string{"--payload-file", file}, nil
+}
+
+// textPayloads returns n newline-separated lines of size bytes each, log-like text from a
+// small vocabulary with numbers (lz4 and zstd compress such lines 2-4x, as they do logs).
+func textPayloads(n, size int) []byte {
+	words := []string{"user", "order", "status", "ok", "failed", "retry", "payment", "service", "id", "region",
+		"west", "east", "latency_ms", "bytes", "request", "response", "cache", "hit", "miss", "session"}
+	var b strings.Builder
+	seed := uint32(2463534242)
+	next := func() uint32 { seed ^= seed << 13; seed ^= seed >> 17; seed ^= seed << 5; return seed }
+	for i := 0; i < n; i++ {
+		var line strings.Builder
+		for line.Len() < size {
+			fmt.Fprintf(&line, `"%s":%d,`, words[next()%uint32(len(words))], next()%100000)
+		}
+		b.WriteString(line.String()[:size])
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
 }
 
 // consumerPerf runs Kafka's consumer perf test and returns its fetch-phase records/s and MB/s.
@@ -154,8 +207,8 @@ func (h *harness) seed(ctx context.Context, w workload, topics []string) error {
 
 // produce writes the workload's records into its existing source topics.
 func (h *harness) produce(ctx context.Context, w workload, topics []string) error {
-	if w.Topics == 1 && w.Records >= 10_000 {
-		_, _, err := h.producerPerf(ctx, h.source, topics[0], w.Records, w.Size)
+	if w.perfSeeded() {
+		_, _, err := h.producerPerf(ctx, h.source, topics[0], w, w.Records)
 		return err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.source), kgo.ProducerLinger(5*time.Millisecond))
@@ -209,13 +262,29 @@ func (h *harness) targetCount(ctx context.Context, topics []string) int64 {
 
 // contender is one replicator's figures on one workload.
 type contender struct {
+	// Name says which contender (see contenderSettings for each one's settings).
+	Name        string        `json:"name"`
 	FirstRecord time.Duration `json:"first_record_ns"`
 	Done        time.Duration `json:"done_ns"`
 	RecordsPS   float64       `json:"records_per_s"`
 	MBPS        float64       `json:"mb_per_s"`
-	PeakRSSKiB  int64         `json:"peak_rss_kib"`
-	CPUSeconds  float64       `json:"cpu_s"`
-	Copied      int64         `json:"copied"`
+	// PeakRSSKiB is the largest peak resident set of its processes (VmHWM).
+	PeakRSSKiB int64 `json:"peak_rss_kib"`
+	// CPUSeconds is the user + system CPU time of its processes (and their children), from
+	// the OS (wait4's rusage); CPUSecondsPerGB divides it by the bytes copied (key + value +
+	// headers of the source records, Bytes) in 1e9 bytes.
+	CPUSeconds      float64 `json:"cpu_s"`
+	CPUSecondsPerGB float64 `json:"cpu_s_per_gb"`
+	Bytes           int64   `json:"bytes"`
+	Copied          int64   `json:"copied"`
+	// Processes is the number of its OS processes (two for a split mirror run).
+	Processes int `json:"processes"`
+	// Verified says how the copy was checked against the source ("" until checked); a copy
+	// that fails its check has Mismatch set and is left out of every ratio.
+	Verified string `json:"verified"`
+	Mismatch string `json:"mismatch,omitempty"`
+	// TargetCompression is the remote topics' compression.type, as the contender left it.
+	TargetCompression string `json:"target_topic_compression_type,omitempty"`
 	// BurstFirstRecordMS is mirror run's own figure (its summary's first_record_ms): from the
 	// burst's start, just before its first request to a broker, to the first record
 	// acknowledged by the target. -1 where the contender reports none.
@@ -227,30 +296,60 @@ type contender struct {
 	DispatcherStart    time.Duration `json:"dispatcher_start_ns,omitempty"`
 	DispatcherRequests int64         `json:"dispatcher_requests,omitempty"`
 	DispatcherRPS      float64       `json:"dispatcher_requests_per_s,omitempty"`
+
+	// remote are the target topics it wrote, in the order of the source topics.
+	remote []string
 }
 
-// watch starts cmd and polls the target until want more records than topics held before
-// arrived, then calls finish (which must make cmd exit) and collects the child's peak RSS and
-// CPU time.
-func (h *harness) watch(ctx context.Context, cmd *exec.Cmd, topics []string, want int64, bytes int64, finish func()) (contender, error) {
-	c := contender{BurstFirstRecordMS: -1}
+// ok tells whether the contender ran and its copy matched the source.
+func (c *contender) ok() bool { return c != nil && c.Done > 0 && c.Mismatch == "" }
+
+// rusage adds a finished process's CPU time to c and returns its peak RSS from rusage (KiB).
+func (c *contender) rusage(ps *os.ProcessState) int64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	c.CPUSeconds += time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	return ru.Maxrss
+}
+
+// watch starts cmds and polls the target until want more records than topics held before
+// arrived, then calls finish (which must make every cmd exit) and collects the children's
+// peak RSS and CPU time.
+func (h *harness) watch(ctx context.Context, cmds []*exec.Cmd, topics []string, want int64, bytes int64, finish func()) (contender, error) {
+	c := contender{BurstFirstRecordMS: -1, Processes: len(cmds), remote: topics}
 	base := h.targetCount(ctx, topics)
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return c, err
+	exited := make(chan error, len(cmds))
+	for _, cmd := range cmds {
+		if err := cmd.Start(); err != nil {
+			for _, o := range cmds {
+				if o.Process != nil {
+					_ = o.Process.Kill()
+				}
+			}
+			return c, err
+		}
+		go func() { exited <- cmd.Wait() }()
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.After(15 * time.Minute)
-	var exitErr error
-	exitedEarly := false
-	// Peak RSS from the child's own VmHWM, polled: rusage's Maxrss also counts the memory of
+	name := filepath.Base(cmds[0].Path)
+	kill := func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+		}
+	}
+	deadline := time.After(30 * time.Minute)
+	running := len(cmds)
+	// Peak RSS from each child's own VmHWM, polled: rusage's Maxrss also counts the memory of
 	// this (forking) process before the child's exec, so it never reads below the harness's
 	// own RSS.
-	var hwm int64
+	hwm := make([]int64, len(cmds))
 poll:
 	for {
-		hwm = max(hwm, vmHWM(cmd.Process.Pid))
+		for i, cmd := range cmds {
+			hwm[i] = max(hwm[i], vmHWM(cmd.Process.Pid))
+		}
 		n := h.targetCount(ctx, topics) - base
 		if n > 0 && c.FirstRecord == 0 {
 			c.FirstRecord = time.Since(start)
@@ -261,10 +360,17 @@ poll:
 			break
 		}
 		select {
-		case exitErr = <-exited:
-			// The process finished (mirror run exits when done): its records are durable, so
-			// "done" is now; the count only has to confirm them.
-			exitedEarly = true
+		case err := <-exited:
+			running--
+			if err != nil {
+				kill()
+				return c, fmt.Errorf("%s exited after %d of %d records were copied: %v", name, n, want, err)
+			}
+			if running > 0 {
+				continue
+			}
+			// Every process finished (mirror run exits when done): its records are durable,
+			// so "done" is now; the count only has to confirm them.
 			c.Done = time.Since(start)
 			for end := time.Now().Add(30 * time.Second); n < want && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 				n = h.targetCount(ctx, topics) - base
@@ -274,43 +380,93 @@ poll:
 			}
 			c.Copied = n
 			if n < want {
-				return c, fmt.Errorf("%s exited after copying %d of %d records: %v", filepath.Base(cmd.Path), n, want, exitErr)
+				return c, fmt.Errorf("%s exited after copying %d of %d records", name, n, want)
 			}
 			break poll
 		case <-deadline:
-			_ = cmd.Process.Kill()
-			return c, fmt.Errorf("%s copied %d of %d records in 15 minutes", filepath.Base(cmd.Path), n, want)
+			kill()
+			return c, fmt.Errorf("%s copied %d of %d records in 30 minutes", name, n, want)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if !exitedEarly {
+	if running > 0 {
 		finish()
-		select {
-		case exitErr = <-exited:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			exitErr = <-exited
+		timeout := time.After(60 * time.Second)
+		for running > 0 {
+			select {
+			case <-exited:
+				running--
+			case <-timeout:
+				kill()
+				timeout = nil
+			}
 		}
 	}
-	_ = exitErr
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		c.PeakRSSKiB = ru.Maxrss
-		if hwm > 0 {
-			c.PeakRSSKiB = hwm
+	for i, cmd := range cmds {
+		rss := c.rusage(cmd.ProcessState)
+		if hwm[i] > 0 {
+			rss = hwm[i]
 		}
-		c.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		c.PeakRSSKiB = max(c.PeakRSSKiB, rss)
 	}
-	secs := c.Done.Seconds()
-	c.RecordsPS = float64(want) / secs
-	c.MBPS = float64(bytes) / 1e6 / secs
+	c.setRates(want, bytes)
 	return c, nil
 }
 
-func (h *harness) runMM2(ctx context.Context, w workload, topics []string) (contender, error) {
-	// The same settings as the interoperability tests, with two tasks: MM2's default of one
-	// task would be an unfair comparison on 8 partitions.
-	props := testkit.MM2Properties(h.source, h.target, topics...) + "tasks.max = 2\n"
-	dir := filepath.Join(h.home, "mm2-"+w.Name)
+// setRates fills in the rates and CPU per GB from Done and CPUSeconds.
+func (c *contender) setRates(want, bytes int64) {
+	secs := c.Done.Seconds()
+	c.Bytes = bytes
+	c.RecordsPS = float64(want) / secs
+	c.MBPS = float64(bytes) / 1e6 / secs
+	if bytes > 0 {
+		c.CPUSecondsPerGB = c.CPUSeconds / (float64(bytes) / 1e9)
+	}
+}
+
+// Contender names.
+const (
+	nameMM2      = "MM2"
+	nameMM2Tuned = "MM2 tuned"
+	nameRaw      = "raw franz-go copy"
+	nameMirror   = "mirror run"
+	nameSplit    = "mirror run ×2 (burst group)"
+	nameServe    = "mirror serve"
+	nameProducer = "producer perf (ceiling)"
+)
+
+// mm2Tuning is the tuned MirrorMaker 2's settings beyond the default row's: what a user
+// tuning it for throughput would set (JVM heap: -Xms1g -Xmx1g, as KAFKA_HEAP_OPTS would).
+const mm2Tuning = `tasks.max = 8
+target.producer.batch.size = 1048576
+target.producer.linger.ms = 10
+target.producer.buffer.memory = 134217728
+source.consumer.fetch.max.bytes = 52428800
+source.consumer.max.partition.fetch.bytes = 10485760
+source.consumer.max.poll.records = 5000
+`
+
+// runMM2 runs genuine MirrorMaker 2 (dedicated mode) until it has copied the workload. The
+// default row has the interoperability tests' settings with two tasks (MM2's default of one
+// task would be an unfair comparison on 8 partitions) and 512 MiB of heap; the tuned row adds
+// mm2Tuning and 1 GiB of heap. Each row has its own source alias, so neither finds the other's
+// positions in MM2's offsets topic.
+func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned bool) (contender, error) {
+	alias, heap, name := "source", []string{"-Xms128m", "-Xmx512m"}, "mm2"
+	if tuned {
+		alias, heap, name = "tsource", []string{"-Xms1g", "-Xmx1g"}, "mm2tuned"
+	}
+	props := testkit.MM2Properties(h.source, h.target, topics...)
+	if tuned {
+		props += mm2Tuning
+	} else {
+		props += "tasks.max = 2\n"
+	}
+	if w.Compression != "" {
+		props += "target.producer.compression.type = " + w.Compression + "\n"
+	}
+	props = strings.ReplaceAll(props, "source", alias)
+	dir := filepath.Join(h.home, name+"-"+w.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return contender{}, err
 	}
@@ -323,19 +479,24 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string) (cont
 		return contender{}, err
 	}
 	defer logFile.Close()
-	lib := filepath.Join(h.root, "test", "kafka", ".cache", "lib")
-	cmd := exec.CommandContext(ctx, "java", "-Xms128m", "-Xmx512m", "-server", "-XX:+UseG1GC",
+	args := append(heap, "-server", "-XX:+UseG1GC",
 		"-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
 		"-Dlog4j2.configurationFile="+filepath.Join(h.home, "log4j2-server.properties"),
-		"-cp", lib+"/*", "org.apache.kafka.connect.mirror.MirrorMaker", file)
+		"-cp", h.lib+"/*", "org.apache.kafka.connect.mirror.MirrorMaker", file)
+	cmd := exec.CommandContext(ctx, "java", args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	remote := make([]string, len(topics))
 	for i, t := range topics {
-		remote[i] = "source." + t
+		remote[i] = alias + "." + t
 	}
-	return h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {
+	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	})
+	c.Name = nameMM2
+	if tuned {
+		c.Name = nameMM2Tuned
+	}
+	return c, err
 }
 
 // mm2goCmd prepares a mm2go function process for a workload: env settings for the bench
@@ -360,6 +521,12 @@ func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sou
 		"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR=1",
 		"MM2_LOG_FORMAT=json",
 	), extraEnv...)
+	if w.Compression != "" {
+		cmd.Env = append(cmd.Env, "MM2_TARGET_PRODUCER_COMPRESSION_TYPE="+w.Compression)
+	}
+	if n := w.maxRequestSize(); n > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("MM2_TARGET_PRODUCER_MAX_REQUEST_SIZE=%d", n))
+	}
 	dir := filepath.Join(h.home, logName+"-"+w.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err
@@ -383,9 +550,43 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (c
 	}
 	defer logFile.Close()
 	// mirror run exits by itself once done (after committing its positions): just wait.
-	c, err := h.watch(ctx, cmd, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c.Name = nameMirror
 	if err == nil {
 		c.BurstFirstRecordMS, err = burstFirstRecord(logFile.Name())
+	}
+	return c, err
+}
+
+// runSplit runs two `mirror run` processes of one flow at once, sharing its partitions
+// through a burst group (MM2_BURST_GROUP); each exits once its share is copied.
+func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (contender, error) {
+	group := "bench-split-" + strings.TrimSuffix(topics[0], "-0")
+	var cmds []*exec.Cmd
+	var logs []*os.File
+	defer func() {
+		for _, f := range logs {
+			f.Close()
+		}
+	}()
+	var remote []string
+	for _, name := range []string{"split-a", "split-b"} {
+		cmd, logFile, r, err := h.mm2goCmd(ctx, w, topics, "gosplit", "gotgt", name, []string{"run"}, "MM2_BURST_GROUP="+group)
+		if err != nil {
+			return contender{}, err
+		}
+		cmds, logs, remote = append(cmds, cmd), append(logs, logFile), r
+	}
+	c, err := h.watch(ctx, cmds, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c.Name = nameSplit
+	if err == nil {
+		// The earlier of the two members' own figures.
+		for _, f := range logs {
+			ms, ferr := burstFirstRecord(f.Name())
+			if ferr == nil && ms >= 0 && (c.BurstFirstRecordMS < 0 || ms < c.BurstFirstRecordMS) {
+				c.BurstFirstRecordMS = ms
+			}
+		}
 	}
 	return c, err
 }

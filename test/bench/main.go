@@ -4,12 +4,18 @@
 // For every workload it:
 //  1. starts from fresh topics on two local Kafka clusters (test/kafka/kafka.sh),
 //  2. measures the brokers' limits with Kafka's own perf tools (producer into the target,
-//     consumer from the source),
-//  3. lets real MirrorMaker 2 (dedicated mode) drain the backlog,
-//  4. lets `mirror run` drain the same backlog under another source alias (so neither sees the
-//     other's positions),
+//     consumer from the source) and the ceiling: the producer perf test with large batches
+//     (one and several processes), and a raw franz-go fetch-then-produce copy,
+//  3. lets real MirrorMaker 2 (dedicated mode), as configured by default and tuned, drain the
+//     backlog,
+//  4. lets `mirror run` (one process, and two splitting the partitions by burst group where
+//     the workload asks for it) and `mirror serve` drain the same backlog under other source
+//     aliases (so none sees another's positions),
+//  5. checks every copy against the source (records per partition, and a byte comparison of
+//     a sample at the same offsets), then deletes the copy,
 //
-// and prints a Markdown table and writes it with a JSON copy under test/bench/results.
+// and prints Markdown tables and writes them with a JSON copy under test/bench/results.
+// README.md beside this file describes the workloads and contenders.
 package main
 
 import (
@@ -22,11 +28,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == rawCopyCommand {
+		os.Exit(rawCopyMain(os.Args[2:]))
+	}
 	var opts options
 	flag.StringVar(&opts.out, "out", "test/bench/results", "directory for latest.md and latest.json")
 	flag.StringVar(&opts.only, "only", "", "comma-separated workload names to run (default: all)")
@@ -36,9 +47,14 @@ func main() {
 	flag.BoolVar(&opts.skipServe, "skip-serve", false, "do not run mm2go's mirror serve (fetch mode driven by the genuine Knative dispatcher)")
 	flag.IntVar(&opts.sourcePort, "source-port", 61092, "PLAINTEXT port of the bench source cluster")
 	flag.IntVar(&opts.targetPort, "target-port", 62092, "PLAINTEXT port of the bench target cluster")
+	flag.BoolVar(&opts.skipTuned, "skip-mm2-tuned", false, "do not run the tuned MirrorMaker 2")
+	flag.BoolVar(&opts.skipCeiling, "skip-ceiling", false, "do not measure the ceiling (large-batch producer perf tests, raw franz-go copy)")
+	flag.StringVar(&opts.ceilingProcs, "ceiling-procs", "1,2", "comma-separated numbers of parallel producer perf processes to try for the ceiling (262144-byte batches); one process also tries 1048576-byte batches")
+	flag.BoolVar(&opts.keepTopics, "keep-topics", false, "keep every copy and source topic on the clusters (default: delete each copy once checked, and a workload's source topics at its end)")
+	flag.DurationVar(&opts.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
 	defer cancel()
 	if err := run(ctx, opts, logger); err != nil {
 		logger.Error("bench failed", "err", err)
@@ -50,7 +66,11 @@ type options struct {
 	out, only              string
 	scale                  float64
 	skipMM2, skipMirror    bool
-	skipServe              bool
+	skipServe, skipTuned   bool
+	skipCeiling            bool
+	ceilingProcs           string
+	keepTopics             bool
+	timeout                time.Duration
 	sourcePort, targetPort int
 }
 
@@ -60,6 +80,13 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 		return err
 	}
 	h := &harness{root: root, home: filepath.Join(root, "test", "kafka", "state-bench"), logger: logger}
+	h.lib = os.Getenv("MM2GO_KAFKA_LIB")
+	if h.lib == "" {
+		h.lib = filepath.Join(root, "test", "kafka", ".cache", "lib")
+	}
+	if h.self, err = os.Executable(); err != nil {
+		return fmt.Errorf("finding the bench's own executable (for the raw copy): %w", err)
+	}
 	bin := filepath.Join(h.home, "bin")
 	h.mirrorBin = filepath.Join(bin, "mirror")
 	if !opts.skipMirror {
@@ -73,8 +100,16 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 	}
 	defer h.stopClusters()
 
-	rep := report{Machine: machine(), Started: time.Now().UTC()}
-	for _, w := range workloads(opts.scale) {
+	rep := report{Machine: machine(h.lib), Started: time.Now().UTC(), Scale: opts.scale, Settings: contenderSettings()}
+	all := workloads(opts.scale)
+	if opts.only != "" {
+		for _, name := range strings.Split(opts.only, ",") {
+			if !containsWorkload(all, strings.TrimSpace(name)) {
+				return fmt.Errorf("-only: no workload named %q (workloads: %s)", name, workloadNames(all))
+			}
+		}
+	}
+	for _, w := range all {
 		if opts.only != "" && !contains(strings.Split(opts.only, ","), w.Name) {
 			continue
 		}
@@ -84,10 +119,15 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 			return fmt.Errorf("workload %s: %w", w.Name, err)
 		}
 		rep.Results = append(rep.Results, res)
-		fmt.Println(res.markdownRow())
+		fmt.Println(res.markdownTable())
+		// Write after every workload: a long run that fails later keeps what it measured.
+		rep.Finished = time.Now().UTC()
+		if err := rep.write(opts.out, false); err != nil {
+			return err
+		}
 	}
 	rep.Finished = time.Now().UTC()
-	return rep.write(opts.out)
+	return rep.write(opts.out, true)
 }
 
 type workload struct {
@@ -100,10 +140,43 @@ type workload struct {
 	// topics and stored positions exist; then the records are produced again and the measured
 	// run copies only those: the cost of a scale-to-zero instance picking up where it stopped.
 	Resumed bool `json:"resumed,omitempty"`
+	// Compression is the source producer's codec (lz4, zstd; empty: none). The source records
+	// are then text-like (varied lines of words, so they compress as logs do), and every
+	// contender's target producer uses the same codec.
+	Compression string `json:"compression,omitempty"`
+	// Split adds the contender of two `mirror run` processes sharing the partitions through a
+	// burst group.
+	Split bool `json:"split,omitempty"`
 }
 
 func (w workload) totalRecords() int { return w.Topics * w.Records }
-func (w workload) totalBytes() int64 { return int64(w.Topics) * int64(w.Records) * int64(w.Size) }
+
+// perfSeeded tells whether Kafka's producer perf test fills the source (records without
+// keys); otherwise the harness produces records keyed by their index with franz-go.
+func (w workload) perfSeeded() bool { return w.Topics == 1 && w.Records >= 100 }
+
+// totalBytes are the bytes of the source records, key + value + headers (none), the GB of
+// the CPU-seconds-per-GB figure and of MB/s, the same for every contender.
+func (w workload) totalBytes() int64 {
+	if w.perfSeeded() {
+		return int64(w.Topics) * int64(w.Records) * int64(w.Size)
+	}
+	var keys int64
+	for i := 0; i < w.Records; i++ {
+		keys += int64(len(strconv.Itoa(i)))
+	}
+	return int64(w.Topics) * (keys + int64(w.Records)*int64(w.Size))
+}
+
+// maxRequestSize is the target producers' batch bound needed by the workload's records (0:
+// every client's default). Records of 1,000,000 bytes do not fit franz-go's default batch of
+// 1,000,012 bytes with the batch's own overhead: Kafka's default of 1 MiB is set instead.
+func (w workload) maxRequestSize() int {
+	if w.Size > 900_000 {
+		return 1 << 20
+	}
+	return 0
+}
 
 func workloads(scale float64) []workload {
 	n := func(v int) int {
@@ -119,6 +192,12 @@ func workloads(scale float64) []workload {
 		{Name: "50-topics", Topics: 50, Partitions: 1, Records: n(2_000), Size: 512},
 		{Name: "tiny-10", Topics: 1, Partitions: 1, Records: 10, Size: 512},
 		{Name: "tiny-10-resumed", Topics: 1, Partitions: 1, Records: 10, Size: 512, Resumed: true},
+		{Name: "lz4-1M-x-512B", Topics: 1, Partitions: 8, Records: n(1_000_000), Size: 512, Compression: "lz4"},
+		{Name: "zstd-1M-x-512B", Topics: 1, Partitions: 8, Records: n(1_000_000), Size: 512, Compression: "zstd"},
+		{Name: "1000-partitions", Topics: 100, Partitions: 10, Records: n(2_000), Size: 512},
+		{Name: "1k-x-1MB", Topics: 1, Partitions: 8, Records: n(1_000), Size: 1_000_000},
+		{Name: "10GB-backlog", Topics: 1, Partitions: 8, Records: n(2_500_000), Size: 4096},
+		{Name: "split-1M-x-512B", Topics: 1, Partitions: 16, Records: n(1_000_000), Size: 512, Split: true},
 	}
 }
 
@@ -131,8 +210,25 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// machine describes where the figures were measured.
-func machine() map[string]string {
+func containsWorkload(all []workload, name string) bool {
+	for _, w := range all {
+		if w.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func workloadNames(all []workload) string {
+	names := make([]string, len(all))
+	for i, w := range all {
+		names[i] = w.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// machine describes where the figures were measured, and with which versions.
+func machine(lib string) map[string]string {
 	m := map[string]string{"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": fmt.Sprint(runtime.NumCPU()), "go": runtime.Version()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -145,8 +241,24 @@ func machine() map[string]string {
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		m["memory"] = strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"))
 	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
 	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
 		m["java"] = strings.SplitN(string(out), "\n", 2)[0]
+	}
+	if jars, _ := filepath.Glob(filepath.Join(lib, "connect-mirror-[0-9]*.jar")); len(jars) > 0 {
+		m["kafka"] = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(jars[0]), "connect-mirror-"), ".jar")
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/twmb/franz-go" {
+				m["franz-go"] = d.Version
+			}
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m["mm2go commit"] = strings.TrimSpace(string(out))
 	}
 	return m
 }
@@ -163,10 +275,13 @@ type report struct {
 	Machine  map[string]string `json:"machine"`
 	Started  time.Time         `json:"started"`
 	Finished time.Time         `json:"finished"`
-	Results  []result          `json:"results"`
+	Scale    float64           `json:"scale"`
+	// Settings of every contender, by name.
+	Settings []contenderSetting `json:"settings"`
+	Results  []result           `json:"results"`
 }
 
-func (r report) write(dir string) error {
+func (r report) write(dir string, print bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -178,7 +293,9 @@ func (r report) write(dir string) error {
 		return err
 	}
 	md := r.markdown()
-	fmt.Println()
-	fmt.Println(md)
+	if print {
+		fmt.Println()
+		fmt.Println(md)
+	}
 	return os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644)
 }

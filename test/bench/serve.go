@@ -46,7 +46,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 	}
 	defer logFile.Close()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	c := contender{BurstFirstRecordMS: -1}
+	c := contender{Name: nameServe, BurstFirstRecordMS: -1, Processes: 1, remote: remote}
 	want := int64(w.totalRecords())
 	before := h.targetCount(ctx, remote)
 	if err := cmd.Start(); err != nil {
@@ -158,15 +158,11 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 	}
 	stopDispatcher()
 	stopFn()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		c.PeakRSSKiB = ru.Maxrss
-		if hwm > 0 {
-			c.PeakRSSKiB = hwm
-		}
-		c.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	c.PeakRSSKiB = c.rusage(cmd.ProcessState)
+	if hwm > 0 {
+		c.PeakRSSKiB = hwm
 	}
-	c.RecordsPS = float64(want) / c.Done.Seconds()
-	c.MBPS = float64(w.totalBytes()) / 1e6 / c.Done.Seconds()
+	c.setRates(want, w.totalBytes())
 	return c, nil
 }
 

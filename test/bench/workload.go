@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -10,15 +11,42 @@ import (
 // result holds every figure of one workload, measured in one run.
 type result struct {
 	Workload workload `json:"workload"`
-	// Broker limits: Kafka's producer perf test into the target, consumer perf test from the source.
-	ProducerRPS  float64    `json:"broker_producer_records_per_s"`
-	ProducerMBPS float64    `json:"broker_producer_mb_per_s"`
-	ConsumerRPS  float64    `json:"broker_consumer_records_per_s"`
-	ConsumerMBPS float64    `json:"broker_consumer_mb_per_s"`
-	MM2          *contender `json:"mm2,omitempty"`
-	Mirror       *contender `json:"mirror_run"`
-	// Serve is `mirror serve` in fetch mode, driven by the genuine Knative dispatcher.
-	Serve *contender `json:"mirror_serve,omitempty"`
+	// Broker limits with Kafka's default client settings (but acks=all): the producer perf
+	// test into the target, the consumer perf test from the source.
+	ProducerRPS  float64 `json:"broker_producer_records_per_s"`
+	ProducerMBPS float64 `json:"broker_producer_mb_per_s"`
+	ConsumerRPS  float64 `json:"broker_consumer_records_per_s"`
+	ConsumerMBPS float64 `json:"broker_consumer_mb_per_s"`
+	// Ceiling are the producer perf test's large-batch attempts into the target.
+	Ceiling    []perfAttempt `json:"ceiling_producer_perf,omitempty"`
+	Contenders []*contender  `json:"contenders"`
+	Ratios     ratios        `json:"ratios"`
+}
+
+// ratios compare mm2go's `mirror run` with the others on one workload (0: not measured).
+type ratios struct {
+	// BetterMM2 names the MM2 row with the shorter time to done; VsBetterMM2 is its time to
+	// done over mirror run's (end to end, higher is better for mm2go).
+	BetterMM2   string  `json:"better_mm2,omitempty"`
+	VsBetterMM2 float64 `json:"mirror_vs_better_mm2,omitempty"`
+	// CeilingRPS is the best rate into the target of the producer perf attempts and the raw
+	// copy (CeilingBy says which); VsCeiling is mirror run's records/s over it.
+	CeilingRPS float64 `json:"ceiling_records_per_s,omitempty"`
+	CeilingBy  string  `json:"ceiling_by,omitempty"`
+	VsCeiling  float64 `json:"mirror_vs_ceiling,omitempty"`
+	// VsRaw is mirror run's records/s over the raw copy's.
+	VsRaw float64 `json:"mirror_vs_raw_copy,omitempty"`
+	// SplitVsOne is one mirror run's time to done over the two split processes'.
+	SplitVsOne float64 `json:"split_vs_one,omitempty"`
+}
+
+func (r *result) get(name string) *contender {
+	for _, c := range r.Contenders {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (result, error) {
@@ -28,22 +56,34 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 	for i := range topics {
 		topics[i] = fmt.Sprintf("b%s-%s-%d", stamp, strings.ToLower(w.Name), i)
 	}
+	if !opts.keepTopics {
+		defer h.deleteTopics(context.Background(), h.srcAdm, topics)
+	}
 	if err := h.seed(ctx, w, topics); err != nil {
 		return res, fmt.Errorf("seeding: %w", err)
 	}
-	if w.Topics == 1 && w.Records >= 10_000 {
+	if w.perfSeeded() {
 		scratch := "perf-" + topics[0]
 		if _, err := h.tgtAdm.CreateTopics(ctx, w.Partitions, 1, nil, scratch); err != nil {
 			return res, err
 		}
 		var err error
-		if res.ProducerRPS, res.ProducerMBPS, err = h.producerPerf(ctx, h.target, scratch, w.Records, w.Size); err != nil {
+		if res.ProducerRPS, res.ProducerMBPS, err = h.producerPerf(ctx, h.target, scratch, w, w.Records); err != nil {
 			return res, fmt.Errorf("producer perf test: %w", err)
 		}
 		if res.ConsumerRPS, res.ConsumerMBPS, err = h.consumerPerf(ctx, h.source, topics[0], w.Records); err != nil {
 			return res, fmt.Errorf("consumer perf test: %w", err)
 		}
 		_, _ = h.tgtAdm.DeleteTopics(ctx, scratch)
+		if !opts.skipCeiling {
+			procs, err := parseProcs(opts.ceilingProcs)
+			if err != nil {
+				return res, err
+			}
+			if res.Ceiling, err = h.ceilingPerf(ctx, w, procs); err != nil {
+				return res, fmt.Errorf("ceiling: %w", err)
+			}
+		}
 	}
 	if w.Resumed {
 		// A first, unmeasured run per contender leaves its topics and positions behind.
@@ -54,37 +94,110 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 			return res, fmt.Errorf("producing the records of the resumed runs: %w", err)
 		}
 	}
-	if !opts.skipMM2 {
-		c, err := h.runMM2(ctx, w, topics)
-		if err != nil {
-			return res, fmt.Errorf("MirrorMaker 2: %w", err)
+	type run struct {
+		name string
+		skip bool
+		fn   func() (contender, error)
+	}
+	runs := []run{
+		// The raw copy has no positions: a resumed workload's second run is not its kind.
+		{nameRaw, opts.skipCeiling || w.Resumed, func() (contender, error) { return h.runRaw(ctx, w, topics) }},
+		{nameMM2, opts.skipMM2, func() (contender, error) { return h.runMM2(ctx, w, topics, false) }},
+		{nameMM2Tuned, opts.skipMM2 || opts.skipTuned, func() (contender, error) { return h.runMM2(ctx, w, topics, true) }},
+		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics) }},
+		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
+		{nameServe, opts.skipMirror || opts.skipServe, func() (contender, error) { return h.runServe(ctx, w, topics, false) }},
+	}
+	for _, r := range runs {
+		if r.skip {
+			continue
 		}
-		res.MM2 = &c
-	}
-	if opts.skipMirror {
-		res.Mirror = &contender{}
-		return res, nil
-	}
-	c, err := h.runMirror(ctx, w, topics)
-	if err != nil {
-		return res, fmt.Errorf("mirror run: %w", err)
-	}
-	res.Mirror = &c
-	if !opts.skipServe {
-		c, err := h.runServe(ctx, w, topics, false)
+		h.logger.Info("contender", "workload", w.Name, "name", r.name)
+		c, err := r.fn()
 		if err != nil {
-			return res, fmt.Errorf("mirror serve: %w", err)
+			return res, fmt.Errorf("%s: %w", r.name, err)
 		}
-		res.Serve = &c
+		h.check(ctx, w, topics, &c, opts)
+		res.Contenders = append(res.Contenders, &c)
 	}
+	res.Ratios = res.ratios()
 	return res, nil
 }
 
-// warmUp runs every contender once over the records already produced, without measuring.
+// check verifies a contender's copy, notes its remote topics' compression.type, and (unless
+// -keep-topics) deletes its remote topics.
+func (h *harness) check(ctx context.Context, w workload, topics []string, c *contender, opts options) {
+	if len(c.remote) == 0 {
+		return
+	}
+	verified, err := h.verify(ctx, w, topics, c.remote)
+	if err != nil {
+		c.Mismatch = err.Error()
+		h.logger.Error("copy differs from the source: left out of the ratios", "contender", c.Name, "workload", w.Name, "err", err)
+	} else {
+		c.Verified = verified
+	}
+	c.TargetCompression = h.topicCompression(ctx, c.remote[0])
+	if !opts.keepTopics {
+		h.deleteTopics(ctx, h.tgtAdm, c.remote)
+	}
+}
+
+func (r result) ratios() ratios {
+	var out ratios
+	m := r.get(nameMirror)
+	var better *contender
+	for _, name := range []string{nameMM2, nameMM2Tuned} {
+		if c := r.get(name); c.ok() && (better == nil || c.Done < better.Done) {
+			better = c
+		}
+	}
+	if better != nil && m.ok() {
+		out.BetterMM2, out.VsBetterMM2 = better.Name, better.Done.Seconds()/m.Done.Seconds()
+	}
+	if b := bestAttempt(r.Ceiling); b.RecordsPS > 0 {
+		out.CeilingRPS, out.CeilingBy = b.RecordsPS, fmt.Sprintf("producer perf, %d process(es), %s", b.Processes, strings.Join(b.Props, " "))
+	}
+	if raw := r.get(nameRaw); raw.ok() {
+		if raw.RecordsPS > out.CeilingRPS {
+			out.CeilingRPS, out.CeilingBy = raw.RecordsPS, nameRaw
+		}
+		if m.ok() {
+			out.VsRaw = m.RecordsPS / raw.RecordsPS
+		}
+	}
+	if out.CeilingRPS > 0 && m.ok() {
+		out.VsCeiling = m.RecordsPS / out.CeilingRPS
+	}
+	if sp := r.get(nameSplit); sp.ok() && m.ok() {
+		out.SplitVsOne = m.Done.Seconds() / sp.Done.Seconds()
+	}
+	return out
+}
+
+func parseProcs(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 16 {
+			return nil, fmt.Errorf("-ceiling-procs %q: want comma-separated process counts from 1 to 16", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// warmUp runs every contender with positions once over the records already produced,
+// without measuring.
 func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts options) error {
 	if !opts.skipMM2 {
-		if _, err := h.runMM2(ctx, w, topics); err != nil {
+		if _, err := h.runMM2(ctx, w, topics, false); err != nil {
 			return fmt.Errorf("MirrorMaker 2: %w", err)
+		}
+		if !opts.skipTuned {
+			if _, err := h.runMM2(ctx, w, topics, true); err != nil {
+				return fmt.Errorf("MirrorMaker 2 tuned: %w", err)
+			}
 		}
 	}
 	if opts.skipMirror {
@@ -92,6 +205,11 @@ func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts 
 	}
 	if _, err := h.runMirror(ctx, w, topics); err != nil {
 		return fmt.Errorf("mirror run: %w", err)
+	}
+	if w.Split {
+		if _, err := h.runSplit(ctx, w, topics); err != nil {
+			return fmt.Errorf("mirror run ×2: %w", err)
+		}
 	}
 	if !opts.skipServe {
 		if _, err := h.runServe(ctx, w, topics, true); err != nil {
@@ -101,61 +219,173 @@ func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts 
 	return nil
 }
 
-const tableHeader = "| workload | broker producer rec/s (MB/s) | broker consumer rec/s (MB/s) | MM2 first record | MM2 done | MM2 rec/s (MB/s) | MM2 peak RSS | mm2go first record | mm2go first record after brokers answer | mm2go done | mm2go rec/s (MB/s) | mm2go peak RSS | mm2go CPU s | mm2go / MM2 | mm2go / producer limit | serve done | serve rec/s (MB/s) | serve peak RSS | serve / run | dispatcher start | dispatcher req/s |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+// contenderSetting describes one contender's settings for the report.
+type contenderSetting struct {
+	Name     string `json:"name"`
+	Settings string `json:"settings"`
+}
 
-func (r result) markdownRow() string {
-	na := "n/a"
-	rate := func(rps, mbps float64) string {
-		if rps == 0 {
-			return na
-		}
-		return fmt.Sprintf("%.0f (%.1f)", rps, mbps)
+func contenderSettings() []contenderSetting {
+	return []contenderSetting{
+		{nameProducer, "Kafka's ProducerPerformance into a fresh target topic with the workload's partitions and records (for a compressed workload, the same payload lines), JVM -Xms1g -Xmx1g with the full JIT; per attempt: acks=all, batch.size=262144 (and 1048576 for one process), linger.ms=10, buffer.memory=134217728, the workload's compression.type; 1 and 2 processes in parallel (-ceiling-procs), each with its share of the records. Rate = all records over the longest process's own send time (JVM start excluded); CPU includes the JVMs' start. Only on single-topic workloads."},
+		{nameRaw, "test/bench/raw.go as a child process: franz-go " + "consumer (ConsumePartitions from the start, franz-go's default fetch sizes, 250 ms max wait) and producer with mm2go's default copy settings (same partition, idempotent, acks=all, linger 5 ms, 20 MiB / 131072 records buffered, the workload's compression, 1 MiB batches for 1 MB records); target topics created before the clock starts; no positions, no offset syncs."},
+		{nameMM2, "genuine MirrorMaker 2 (dedicated mode, connect-mirror " + "jars as listed), the interoperability tests' settings (test/testkit MM2Properties: refresh intervals 2 s, checkpoints every 2 s, heartbeats every 1 s, offset flush 1 s) and tasks.max=2; JVM -Xms128m -Xmx512m, G1; for compressed workloads target.producer.compression.type as the source's."},
+		{nameMM2Tuned, "as MM2, plus " + strings.ReplaceAll(strings.TrimSpace(mm2Tuning), "\n", ", ") + "; JVM -Xms1g -Xmx1g (KAFKA_HEAP_OPTS=-Xmx1g -Xms1g)."},
+		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (2 MiB in flight, 512 KiB fetches scaled by compression, target producer linger 5 ms, acks=all, idempotent), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's, for 1 MB records MM2_TARGET_PRODUCER_MAX_REQUEST_SIZE=1048576."},
+		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
+		{nameServe, "`mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (ordered, key type byte-array, knative/kafkasource.yaml's delivery settings); times from the dispatcher's launch (the function ready first); CPU and RSS are the function's only."},
 	}
-	dur := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
-	mib := func(kib int64) string { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
-	mm2First, mm2Done, mm2Rate, mm2RSS, vsMM2 := na, na, na, na, na
-	if r.MM2 != nil {
-		mm2First, mm2Done, mm2Rate, mm2RSS = dur(r.MM2.FirstRecord), dur(r.MM2.Done), rate(r.MM2.RecordsPS, r.MM2.MBPS), mib(r.MM2.PeakRSSKiB)
-		vsMM2 = fmt.Sprintf("%.2f×", r.MM2.Done.Seconds()/r.Mirror.Done.Seconds())
-	}
-	vsProd := na
-	if r.ProducerRPS > 0 {
-		vsProd = fmt.Sprintf("%.2f×", r.Mirror.RecordsPS/r.ProducerRPS)
-	}
-	m := r.Mirror
-	svDone, svRate, svRSS, svVsRun, dStart, dRPS := na, na, na, na, na, na
-	if s := r.Serve; s != nil {
-		svDone, svRate, svRSS = dur(s.Done), rate(s.RecordsPS, s.MBPS), mib(s.PeakRSSKiB)
-		dStart, dRPS = dur(s.DispatcherStart), fmt.Sprintf("%.0f (%d requests)", s.DispatcherRPS, s.DispatcherRequests)
-		if s.Done > 0 && m.Done > 0 {
-			svVsRun = fmt.Sprintf("%.2f×", m.Done.Seconds()/s.Done.Seconds())
-		}
-	}
-	own := na
-	if m.BurstFirstRecordMS >= 0 {
-		own = fmt.Sprintf("%dms", m.BurstFirstRecordMS)
-	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |",
-		r.Workload.Name, rate(r.ProducerRPS, r.ProducerMBPS), rate(r.ConsumerRPS, r.ConsumerMBPS),
-		mm2First, mm2Done, mm2Rate, mm2RSS,
-		dur(m.FirstRecord), own, dur(m.Done), rate(m.RecordsPS, m.MBPS), mib(m.PeakRSSKiB), m.CPUSeconds, vsMM2, vsProd,
-		svDone, svRate, svRSS, svVsRun, dStart, dRPS)
 }
 
 func (r report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# mm2go benchmark\n\nRun %s → %s on %s, %s CPUs (%s), %s, %s, %s.\n\n",
-		r.Started.Format(time.RFC3339), r.Finished.Format(time.RFC3339), r.Machine["cpu"], r.Machine["cpus"],
-		r.Machine["memory"], r.Machine["go"], r.Machine["java"], r.Machine["goos"]+"/"+r.Machine["goarch"])
-	b.WriteString("Times are from process start, as the harness sees records arrive on the target (it polls every 5 ms). \"done\" = every record visible on the target. ")
-	b.WriteString("\"mm2go first record after brokers answer\" is mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged. ")
-	b.WriteString("A workload named -resumed measures a second run on a flow whose topics and positions a first run left behind (only the new records are copied): the cost of a scale-to-zero instance picking up where it stopped. tiny-10 is a flow's very first run, which also creates the remote and internal topics. ")
-	b.WriteString("mm2go / MM2 compares time to done (higher is better for mm2go); mm2go / producer limit compares records/s with Kafka's producer perf test into the target. ")
-	b.WriteString("serve = `mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (dispatcher-loom from ../shared/knative-dispatcher; ordered, key type byte-array, the delivery settings of knative/kafkasource.yaml); its times start when the dispatcher is launched, the function being ready already, so they include the dispatcher's own start (dispatcher start: launch to partition assignment); dispatcher req/s = its requests for the backlog (one per record; at most the first 30 s after done), between its first and last; serve / run compares time to done with `mirror run` (higher is better).\n\n")
+	m := r.Machine
+	fmt.Fprintf(&b, "# mm2go benchmark\n\nRun %s → %s, scale %g.\n\n", r.Started.Format(time.RFC3339), r.Finished.Format(time.RFC3339), r.Scale)
+	fmt.Fprintf(&b, "Machine: %s, %s CPUs, %s memory, Linux %s (%s/%s); both brokers, every contender and the harness share it. ",
+		m["cpu"], m["cpus"], m["memory"], m["kernel"], m["goos"], m["goarch"])
+	fmt.Fprintf(&b, "Versions: mm2go %s built with %s, franz-go %s; Kafka (brokers, MM2, perf tools) %s on %s.\n\n",
+		m["mm2go commit"], m["go"], m["franz-go"], m["kafka"], m["java"])
+	b.WriteString("Every copy is checked: each remote partition ends at the source's end offset (same partition, same offsets: nothing lost, nothing twice), and a sample of records at the head and tail of up to 4 partitions of up to 4 topics is byte-identical to the source (key, value, headers); a copy failing that is marked and left out of the ratios. ")
+	b.WriteString("GB = 1e9 bytes of the source records' keys + values + headers, the same count for every contender. CPU = user + system time of the contender's processes from the OS (wait4 rusage; for MM2 the JVM). Peak RSS = the process's VmHWM. ")
+	b.WriteString("Times are from process start, as the harness sees records arrive on the target (it polls every 5 ms); done = every record on the target. ")
+	b.WriteString("first record after brokers answer = mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged.\n\n")
+	b.WriteString("## Summary\n\n")
+	b.WriteString("| workload | mirror run done | rec/s (MB/s) | better MM2 (done) | mm2go / better MM2 (end to end) | ceiling rec/s (by) | mm2go / ceiling | mm2go / raw copy | mm2go CPU s/GB | mm2go peak RSS | first record after brokers answer | split ×2 vs one |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, res := range r.Results {
+		b.WriteString(res.summaryRow() + "\n")
+	}
+	b.WriteString("\n## CPU-seconds per GB and peak RSS, every contender\n\n")
+	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameSplit, nameServe}
+	b.WriteString("| workload |")
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s CPU s/GB | %s peak RSS |", n, n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|---|", len(names)) + "\n")
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "| %s |", res.Workload.Name)
+		best := bestAttempt(res.Ceiling)
+		if best.RecordsPS > 0 {
+			fmt.Fprintf(&b, " %.1f | %s |", best.CPUSecondsPerGB, mib(best.PeakRSSKiB))
+		} else {
+			b.WriteString(" n/a | n/a |")
+		}
+		for _, n := range names[1:] {
+			if c := res.get(n); c != nil {
+				fmt.Fprintf(&b, " %.1f | %s |", c.CPUSecondsPerGB, mib(c.PeakRSSKiB))
+			} else {
+				b.WriteString(" n/a | n/a |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## Every contender\n\n")
 	b.WriteString(tableHeader + "\n")
 	for _, res := range r.Results {
-		b.WriteString(res.markdownRow() + "\n")
+		b.WriteString(res.markdownTable() + "\n")
+	}
+	b.WriteString("\n## Ceiling attempts (Kafka's producer perf test into the target)\n\n| workload | processes | producer settings | rec/s (MB/s) | CPU s | CPU s/GB | peak RSS |\n|---|---|---|---|---|---|---|\n")
+	for _, res := range r.Results {
+		for _, a := range res.Ceiling {
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f (%.1f) | %.2f | %.1f | %s |\n", res.Workload.Name, a.Processes, strings.Join(a.Props, " "), a.RecordsPS, a.MBPS, a.CPUSeconds, a.CPUSecondsPerGB, mib(a.PeakRSSKiB))
+		}
+	}
+	b.WriteString("\n## Workloads\n\n| workload | topics × partitions | records per topic | record bytes | source compression | total GB |\n|---|---|---|---|---|---|\n")
+	for _, res := range r.Results {
+		w := res.Workload
+		comp := w.Compression
+		if comp == "" {
+			comp = "none"
+		}
+		extra := ""
+		if w.Resumed {
+			extra = " (resumed: measures a second run)"
+		}
+		fmt.Fprintf(&b, "| %s%s | %d × %d | %d | %d | %s | %.3f |\n", w.Name, extra, w.Topics, w.Partitions, w.Records, w.Size, comp, float64(w.totalBytes())/1e9)
+	}
+	b.WriteString("\n## Contenders' settings\n\n")
+	for _, s := range r.Settings {
+		fmt.Fprintf(&b, "* **%s**: %s\n", s.Name, s.Settings)
 	}
 	return b.String()
+}
+
+func mib(kib int64) string {
+	if kib == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(kib)/1024)
+}
+
+func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+func (r result) summaryRow() string {
+	na := "n/a"
+	m := r.get(nameMirror)
+	if m == nil {
+		return fmt.Sprintf("| %s | not run |||||||||||", r.Workload.Name)
+	}
+	rt := r.Ratios
+	x := func(v float64) string {
+		if v == 0 {
+			return na
+		}
+		return fmt.Sprintf("%.2f×", v)
+	}
+	better := na
+	if rt.BetterMM2 != "" {
+		better = fmt.Sprintf("%s (%s)", rt.BetterMM2, dur(r.get(rt.BetterMM2).Done))
+	}
+	ceiling := na
+	if rt.CeilingRPS > 0 {
+		by := rt.CeilingBy
+		if by != nameRaw {
+			b := bestAttempt(r.Ceiling)
+			by = fmt.Sprintf("producer perf ×%d", b.Processes)
+		}
+		ceiling = fmt.Sprintf("%.0f (%s)", rt.CeilingRPS, by)
+	}
+	own := na
+	if m.BurstFirstRecordMS >= 0 {
+		own = fmt.Sprintf("%d ms", m.BurstFirstRecordMS)
+	}
+	done := dur(m.Done)
+	if m.Mismatch != "" {
+		done += " (copy differs!)"
+	}
+	return fmt.Sprintf("| %s | %s | %.0f (%.1f) | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |",
+		r.Workload.Name, done, m.RecordsPS, m.MBPS, better, x(rt.VsBetterMM2), ceiling, x(rt.VsCeiling), x(rt.VsRaw),
+		m.CPUSecondsPerGB, mib(m.PeakRSSKiB), own, x(rt.SplitVsOne))
+}
+
+const tableHeader = "| workload | contender | first record | done | rec/s (MB/s) | CPU s | CPU s/GB | peak RSS | target topic compression.type | check | notes |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|"
+
+// markdownTable returns the rows of every contender of the workload (and a row of Kafka's
+// default-settings perf tests).
+func (r result) markdownTable() string {
+	var rows []string
+	if r.ProducerRPS > 0 {
+		rows = append(rows, fmt.Sprintf("| %s | Kafka perf tests, default settings + acks=all | | | producer into target %.0f (%.1f); consumer from source %.0f (%.1f) | | | | | | |",
+			r.Workload.Name, r.ProducerRPS, r.ProducerMBPS, r.ConsumerRPS, r.ConsumerMBPS))
+	}
+	for _, c := range r.Contenders {
+		check := "ok: " + c.Verified
+		if c.Mismatch != "" {
+			check = "DIFFERS: " + c.Mismatch
+		}
+		var notes []string
+		if c.BurstFirstRecordMS >= 0 {
+			notes = append(notes, fmt.Sprintf("first record after brokers answer %d ms", c.BurstFirstRecordMS))
+		}
+		if c.DispatcherStart > 0 {
+			notes = append(notes, fmt.Sprintf("dispatcher start %s, %d requests at %.0f/s", dur(c.DispatcherStart), c.DispatcherRequests, c.DispatcherRPS))
+		}
+		if c.Processes > 1 {
+			notes = append(notes, fmt.Sprintf("%d processes", c.Processes))
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %.0f (%.1f) | %.2f | %.1f | %s | %s | %s | %s |",
+			r.Workload.Name, c.Name, dur(c.FirstRecord), dur(c.Done), c.RecordsPS, c.MBPS, c.CPUSeconds, c.CPUSecondsPerGB,
+			mib(c.PeakRSSKiB), c.TargetCompression, strings.ReplaceAll(check, "|", "/"), strings.Join(notes, "; ")))
+	}
+	return strings.Join(rows, "\n")
 }

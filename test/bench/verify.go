@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
+)
+
+// verify checks a contender's copy against the source: every remote partition ends at the
+// source partition's end offset (every contender copies from the source's start into a
+// partition of the same number, so offsets match one to one: no record lost, none twice),
+// and a sample of records, at the head and the tail of up to four partitions of up to four
+// topics, is byte-identical (key, value, headers) to the source record at the same offset.
+// It returns what it checked, or what differed.
+func (h *harness) verify(ctx context.Context, w workload, topics, remote []string) (string, error) {
+	srcEnds, err := h.srcAdm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = srcEnds.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("listing source end offsets: %w", err)
+	}
+	tgtEnds, err := h.tgtAdm.ListEndOffsets(ctx, remote...)
+	if err == nil {
+		err = tgtEnds.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("listing target end offsets: %w", err)
+	}
+	var problems []error
+	partitions := 0
+	for i, t := range topics {
+		for p := int32(0); p < w.Partitions; p++ {
+			s, _ := srcEnds.Lookup(t, p)
+			d, ok := tgtEnds.Lookup(remote[i], p)
+			partitions++
+			if !ok || d.Offset != s.Offset {
+				problems = append(problems, fmt.Errorf("%s[%d] ends at %d, source %s[%d] at %d", remote[i], p, d.Offset, t, p, s.Offset))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return "", errors.Join(problems[:min(len(problems), 5)]...)
+	}
+	// The byte comparison: a sample small enough to stay under a second or so.
+	per := 50
+	if w.Size > 100_000 {
+		per = 2
+	} else if w.Size > 2000 {
+		per = 20
+	}
+	compared := 0
+	for ti := 0; ti < len(topics); ti += max(1, len(topics)/4) {
+		for p := int32(0); p < w.Partitions; p += max(1, w.Partitions/4) {
+			s, _ := srcEnds.Lookup(topics[ti], p)
+			ranges := [][2]int64{{0, min(int64(per), s.Offset)}}
+			if s.Offset > int64(per) {
+				ranges = append(ranges, [2]int64{max(int64(per), s.Offset-int64(per)), s.Offset})
+			}
+			for _, r := range ranges {
+				if r[1] <= r[0] {
+					continue
+				}
+				src, err := readRange(ctx, h.source, topics[ti], p, r[0], r[1])
+				if err != nil {
+					return "", fmt.Errorf("reading the source sample: %w", err)
+				}
+				dst, err := readRange(ctx, h.target, remote[ti], p, r[0], r[1])
+				if err != nil {
+					return "", fmt.Errorf("reading the target sample: %w", err)
+				}
+				for k := range src {
+					if k >= len(dst) {
+						return "", fmt.Errorf("%s[%d]: %d records at offsets %d-%d, source has %d", remote[ti], p, len(dst), r[0], r[1]-1, len(src))
+					}
+					if err := sameRecord(src[k], dst[k]); err != nil {
+						return "", fmt.Errorf("%s[%d] offset %d: %w", remote[ti], p, dst[k].Offset, err)
+					}
+					compared++
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d partitions end at the source's offsets; %d records byte-identical", partitions, compared), nil
+}
+
+func sameRecord(a, b *kgo.Record) error {
+	switch {
+	case a.Offset != b.Offset:
+		return fmt.Errorf("offset %d where the source has %d", b.Offset, a.Offset)
+	case !bytes.Equal(a.Key, b.Key) || (a.Key == nil) != (b.Key == nil):
+		return fmt.Errorf("key differs from the source's")
+	case !bytes.Equal(a.Value, b.Value):
+		return fmt.Errorf("value differs from the source's (%d bytes, source %d)", len(b.Value), len(a.Value))
+	case len(a.Headers) != len(b.Headers):
+		return fmt.Errorf("%d headers, source %d", len(b.Headers), len(a.Headers))
+	}
+	for i := range a.Headers {
+		if a.Headers[i].Key != b.Headers[i].Key || !bytes.Equal(a.Headers[i].Value, b.Headers[i].Value) {
+			return fmt.Errorf("header %d differs from the source's", i)
+		}
+	}
+	return nil
+}
+
+// readRange reads the records of one partition at offsets [from, to).
+func readRange(ctx context.Context, bootstrap, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxPartitionBytes(4<<20), kgo.FetchMaxBytes(8<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("%s[%d] offsets %d-%d: %w", topic, partition, from, to-1, err)
+		}
+		if err := fs.Err(); err != nil {
+			return out, fmt.Errorf("%s[%d]: %w", topic, partition, err)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset >= to {
+				return out, nil
+			}
+			out = append(out, r)
+			if r.Offset == to-1 {
+				return out, nil
+			}
+		}
+	}
+}
+
+// topicCompression returns the compression.type of a target topic ("" if unknown).
+func (h *harness) topicCompression(ctx context.Context, topic string) string {
+	rcs, err := h.tgtAdm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return ""
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "compression.type" && c.Value != nil {
+				return *c.Value
+			}
+		}
+	}
+	return ""
+}
+
+// waitTopics waits (at most a minute) until every partition of topics has a leader on the
+// target.
+func (h *harness) waitTopics(ctx context.Context, topics []string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := cluster.DescribeTopics(ctx, h.clients[1], topics...)
+		if err == nil {
+			ready := true
+			for _, t := range topics {
+				if !st[t].Led {
+					ready = false
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("target topics not led within a minute (%d topics, first %s): %v", len(topics), topics[0], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deleteTopics deletes topics on a cluster, 100 per request, logging what fails.
+func (h *harness) deleteTopics(ctx context.Context, adm *kadm.Client, topics []string) {
+	for i := 0; i < len(topics); i += 100 {
+		resp, err := adm.DeleteTopics(ctx, topics[i:min(i+100, len(topics))]...)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			h.logger.Warn("deleting bench topics", "first", topics[i], "err", err)
+		}
+	}
+}
