@@ -147,5 +147,3 @@ func bestAttempt(as []perfAttempt) perfAttempt {
 	}
 	return b
 }
-
-

@@ -27,11 +27,11 @@ type harness struct {
 	root, home, mirrorBin string
 	// lib holds the Kafka jars (MM2GO_KAFKA_LIB or test/kafka/.cache/lib); self is this
 	// program's executable (the raw copy runs as a child process of it).
-	lib, self             string
-	logger                *slog.Logger
-	source, target        string
-	srcAdm, tgtAdm        *kadm.Client
-	clients               []*kgo.Client
+	lib, self      string
+	logger         *slog.Logger
+	source, target string
+	srcAdm, tgtAdm *kadm.Client
+	clients        []*kgo.Client
 }
 
 func (h *harness) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
