@@ -158,7 +158,10 @@ func rawCopy(ctx context.Context, source, target string, topics []string, prefix
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			last := end[p.Topic][p.Partition]
 			for _, r := range p.Records {
-				if r.Offset >= last {
+				// The producer owns r once given it (it sets r.Offset on the target): the
+				// source offset is read first.
+				offset := r.Offset
+				if offset >= last {
 					break
 				}
 				r.Topic = prefix + r.Topic
@@ -168,7 +171,7 @@ func rawCopy(ctx context.Context, source, target string, topics []string, prefix
 				r.Attrs = kgo.RecordAttrs{}
 				r.ProducerID, r.ProducerEpoch = 0, 0
 				prod.Produce(ctx, r, done)
-				if r.Offset == last-1 {
+				if offset == last-1 {
 					left--
 				}
 			}

@@ -113,11 +113,15 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 			continue
 		}
 		h.logger.Info("contender", "workload", w.Name, "name", r.name)
+		began := time.Now()
 		c, err := r.fn()
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", r.name, err)
 		}
+		ran := time.Since(began)
 		h.check(ctx, w, topics, &c, opts)
+		h.logger.Info("contender done", "workload", w.Name, "name", r.name, "done", c.Done.Round(time.Millisecond).String(),
+			"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "mismatch", c.Mismatch)
 		res.Contenders = append(res.Contenders, &c)
 	}
 	res.Ratios = res.ratios()
