@@ -55,6 +55,7 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	go func() { errs <- h.kafka(ctx, "start", "bench-source", strconv.Itoa(srcPort)) }()
 	go func() { errs <- h.kafka(ctx, "start", "bench-target", strconv.Itoa(tgtPort)) }()
 	if err := errors.Join(<-errs, <-errs); err != nil {
+		h.stopClusters()
 		return err
 	}
 	h.source = fmt.Sprintf("127.0.0.1:%d", srcPort)
