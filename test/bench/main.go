@@ -26,11 +26,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -54,7 +56,10 @@ func main() {
 	flag.DurationVar(&opts.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
+	// Interrupted, the run still stops its clusters and children (contexts end them).
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigCtx, opts.timeout)
 	defer cancel()
 	if err := run(ctx, opts, logger); err != nil {
 		logger.Error("bench failed", "err", err)
