@@ -132,11 +132,20 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		h.logger.Info("contender", "workload", w.Name, "name", r.name)
 		began := time.Now()
 		c, err := r.fn()
-		if err != nil {
-			return res, fmt.Errorf("%s: %w", r.name, err)
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("%s: %w", r.name, ctx.Err())
 		}
 		ran := time.Since(began)
-		h.check(ctx, w, topics, &c, opts)
+		if err != nil {
+			// One contender failing does not end a long run: its row says why.
+			c.Name, c.Mismatch = r.name, "run failed: "+err.Error()
+			h.logger.Error("contender failed", "workload", w.Name, "name", r.name, "err", err)
+			if !opts.keepTopics && len(c.remote) > 0 {
+				h.deleteTopics(ctx, h.tgtAdm, c.remote)
+			}
+		} else {
+			h.check(ctx, w, topics, &c, opts)
+		}
 		h.logger.Info("contender done", "workload", w.Name, "name", r.name, "done", c.Done.Round(time.Millisecond).String(),
 			"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "mismatch", c.Mismatch)
 		res.Contenders = append(res.Contenders, &c)
@@ -396,9 +405,12 @@ func (r result) markdownTable() string {
 	}
 	for _, c := range r.Contenders {
 		check := "ok: " + c.Verified
-		if c.Mismatch != "" {
+		if strings.HasPrefix(c.Mismatch, "run failed") {
+			check = "FAILED: " + c.Mismatch
+		} else if c.Mismatch != "" {
 			check = "DIFFERS: " + c.Mismatch
 		}
+		check = strings.Join(strings.Fields(check), " ")
 		var notes []string
 		if c.BurstFirstRecordMS >= 0 {
 			notes = append(notes, fmt.Sprintf("first record after brokers answer %d ms", c.BurstFirstRecordMS))
