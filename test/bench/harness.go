@@ -212,7 +212,11 @@ func (h *harness) produce(ctx context.Context, w workload, topics []string) erro
 		_, _, err := h.producerPerf(ctx, h.source, topics[0], w, w.Records)
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.source), kgo.ProducerLinger(5*time.Millisecond))
+	popts := []kgo.Opt{kgo.SeedBrokers(h.source), kgo.ProducerLinger(5 * time.Millisecond)}
+	if n := w.maxRequestSize(); n > 0 {
+		popts = append(popts, kgo.ProducerBatchMaxBytes(int32(n)))
+	}
+	cl, err := kgo.NewClient(popts...)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,9 @@ func (w workload) totalRecords() int { return w.Topics * w.Records }
 
 // perfSeeded tells whether Kafka's producer perf test fills the source (records without
 // keys); otherwise the harness produces records keyed by their index with franz-go.
-func (w workload) perfSeeded() bool { return w.Topics == 1 && w.Records >= 100 }
+func (w workload) perfSeeded() bool {
+	return w.Topics == 1 && (w.Records >= 100 || w.maxRequestSize() > 0)
+}
 
 // totalBytes are the bytes of the source records, key + value + headers (none), the GB of
 // the CPU-seconds-per-GB figure and of MB/s, the same for every contender.
