@@ -15,6 +15,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // reportGroup makes the target answer ListGroups and DescribeGroups for group "app" with the
@@ -80,7 +81,7 @@ func TestGroupSyncIdleDetection(t *testing.T) {
 			if err := kadm.NewClient(srcCl).CommitAllOffsets(ctx, "app", os); err != nil {
 				t.Fatal(err)
 			}
-			j, err := checkpoint.New(ctx, checkpoint.Options{SourceAlias: "a", TargetAlias: "b", SyncGroupOffsets: true},
+			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}, SyncGroupOffsets: true},
 				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
 			if err != nil {
 				t.Fatal(err)

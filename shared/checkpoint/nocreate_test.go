@@ -15,6 +15,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // denyCreateTopics makes the cluster refuse every CreateTopics request as
@@ -82,7 +83,7 @@ func TestRoundWithoutCreateRights(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			j, err := checkpoint.New(ctx, checkpoint.Options{SourceAlias: "a", TargetAlias: "b"},
+			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}},
 				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
 			if err != nil {
 				t.Fatal(err)

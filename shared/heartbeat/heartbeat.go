@@ -30,9 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
-	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
-	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/shared/round"
 )
 
@@ -42,11 +40,13 @@ type ClientFunc = cluster.ClientFunc
 
 // Options configure a Job. Zero values mean the default named in each field's comment.
 type Options struct {
-	// SourceAlias and TargetAlias are the flow's cluster aliases. Required.
-	SourceAlias, TargetAlias string
-	// Policy names the remote heartbeats topic. Nil means MM2's
-	// DefaultReplicationPolicy.
-	Policy policy.Policy
+	// Flow names the flow and its topics; its WriteConnectOffsets writes MM2's
+	// MirrorHeartbeatConnector source offset
+	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}] =
+	// {"offset":0}) next to each heartbeat, into the Connect offsets topic of the herder
+	// s->t on the cluster written to: the flow's OffsetStorageTopic on the target,
+	// mm2-offsets.<TargetAlias>.internal on the source for the reverse heartbeat.
+	round.Flow
 	// HeartbeatsTopicReplicationFactor for created heartbeats topics; 0 or -1
 	// means the broker's default.
 	HeartbeatsTopicReplicationFactor int16
@@ -61,34 +61,14 @@ type Options struct {
 	// DisableReverse turns off the reverse heartbeat to the source (MM2:
 	// target->source.emit.heartbeats.enabled=false).
 	DisableReverse bool
-	// WriteConnectOffsets writes MM2's MirrorHeartbeatConnector source offset
-	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}]
-	// = {"offset":0}) next to each heartbeat, into the Connect offsets topic
-	// of the herder s->t on the cluster written to, when that topic exists.
-	WriteConnectOffsets bool
-	// OffsetStorageTopic is the Connect offsets topic of the flow on the
-	// target; "" means mm2-offsets.<SourceAlias>.internal. The reverse
-	// heartbeat's is mm2-offsets.<TargetAlias>.internal on the source.
-	OffsetStorageTopic string
-	// Metrics records the replication latency each round measures; nil
-	// records nothing.
-	Metrics *metrics.Recorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// ExplainConnectError, if set, rewrites a round's failure to reach the target into a
-	// message naming its alias and bootstrap servers (config.Config.ConnectError).
-	ExplainConnectError func(cluster string, err error) error
 }
 
 // Validate checks the options as New does, without building anything.
 func (o Options) Validate() error { return o.withDefaults() }
 
 func (o *Options) withDefaults() error {
-	if err := policy.CheckAliases("heartbeat options", o.SourceAlias, o.TargetAlias); err != nil {
+	if err := o.Flow.Defaults("heartbeat options"); err != nil {
 		return err
-	}
-	if o.Policy == nil {
-		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
 	}
 	compact := "compact"
 	if o.TargetTopicConfigs == nil {
@@ -99,12 +79,6 @@ func (o *Options) withDefaults() error {
 	}
 	if o.HeartbeatsTopicReplicationFactor == 0 {
 		o.HeartbeatsTopicReplicationFactor = -1
-	}
-	if o.OffsetStorageTopic == "" {
-		o.OffsetStorageTopic = "mm2-offsets." + o.SourceAlias + ".internal"
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	return nil
 }
@@ -152,15 +126,11 @@ type Heartbeat struct {
 // Job runs heartbeat rounds for one flow; its clients are kept between
 // rounds. A Job runs one round at a time.
 type Job struct {
-	opts           Options
-	log            *slog.Logger
-	target         ClientFunc
-	src, tgt       *kgo.Client
-	srcAdm, tgtAdm *kadm.Client
-	gate           *round.Gate // one round at a time (Handle)
-	// describe explains a connection error (cluster.ConnectError); nil
-	// leaves errors as they are.
-	describe func(cluster string, err error) error
+	opts          Options
+	log           *slog.Logger
+	target        ClientFunc
+	round.Clients             // kept between rounds; Close releases them
+	gate          *round.Gate // one round at a time (Handle)
 }
 
 // New returns a Job for the flow described by opts. Nothing is sent before
@@ -169,37 +139,22 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	if source == nil || target == nil {
-		return nil, errors.New("heartbeat: source and target client functions are required")
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	// A short metadata cache: kadm answers from it, and a topic created a
 	// moment ago (by this job, the mirror function or MM2) must be seen.
 	prod := []kgo.Opt{kgo.MetadataMinAge(100 * time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
-	src, err := source(ctx, prod...)
+	clients, err := round.Dial(ctx, "heartbeat", source, target, opts.SourceAlias, opts.TargetAlias, prod, prod)
 	if err != nil {
-		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
-	}
-	tgt, err := target(ctx, prod...)
-	if err != nil {
-		src.Close()
-		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
+		return nil, err
 	}
 	j := &Job{
-		opts: opts, log: logger, target: target,
-		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-		gate: round.NewGate("heartbeat", opts.Metrics), describe: opts.ExplainConnectError,
+		opts: opts, log: logger, target: target, Clients: clients,
+		gate: round.NewGate("heartbeat", opts.Metrics),
 	}
 	j.gate.Logger = logger
 	return j, nil
-}
-
-// Close releases the job's clients.
-func (j *Job) Close() {
-	j.src.Close()
-	j.tgt.Close()
 }
 
 // LatencyTopic is the remote heartbeats topic whose newest record gives the
@@ -207,9 +162,6 @@ func (j *Job) Close() {
 func (j *Job) LatencyTopic() string {
 	return j.opts.Policy.FormatRemoteTopic(j.opts.SourceAlias, j.opts.Policy.HeartbeatsTopic())
 }
-
-// pingTimeout bounds the reachability check at the start of a round.
-const pingTimeout = 15 * time.Second
 
 // Round writes this round's heartbeats and measures the replication latency.
 func (j *Job) Round(ctx context.Context) (*Summary, error) {
@@ -229,8 +181,8 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		configs     map[string]*string
 	}
 	sides := []side{
-		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats, j.opts.TargetTopicConfigs},
-		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse, j.opts.SourceTopicConfigs},
+		{"target", j.opts.TargetAlias, j.Tgt, j.TgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats, j.opts.TargetTopicConfigs},
+		{"source", j.opts.SourceAlias, j.Src, j.SrcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse, j.opts.SourceTopicConfigs},
 	}
 	if err := j.ping(ctx); err != nil {
 		return sum, err
@@ -286,18 +238,7 @@ const reverseTimeout = 30 * time.Second
 // ping checks that the target answers a metadata request. A round needs
 // only the target: the source may be down (a failover) and the round still
 // writes the forward heartbeat and measures.
-func (j *Job) ping(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if _, err := j.tgtAdm.BrokerMetadata(pctx); err != nil {
-		// Also when ctx ran out: the cluster did not answer in time.
-		if j.describe != nil {
-			err = j.describe("target", err)
-		}
-		return &UnavailableError{Cluster: "target", Alias: j.opts.TargetAlias, Err: err}
-	}
-	return nil
-}
+func (j *Job) ping(ctx context.Context) error { return j.Clients.Ping(ctx, &j.opts.Flow, false) }
 
 func (j *Job) emit(ctx context.Context, name, alias string, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat, configs map[string]*string) (Written, error) {
 	topic := j.opts.Policy.HeartbeatsTopic()
@@ -341,23 +282,13 @@ func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	starts, ends, err := cluster.ListOffsets(ctx, adm, false, topic)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		j.log.Debug("no remote heartbeats topic on the target", "topic", topic)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
+		return nil, fmt.Errorf("target %q: %w", j.opts.TargetAlias, err)
 	}
 	from := map[int32]kgo.Offset{}
 	want := map[int32]int64{} // partition -> end offset still to reach
