@@ -98,7 +98,7 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 		case isActiveGroupErr(o.Err):
 			res.Failed++
 			res.Reason = "became active: " + o.Err.Error()
-		case cluster.Retriable(o.Err) && !errors.Is(o.Err, kerr.UnknownTopicOrPartition) && retriable == nil:
+		case cluster.Retriable(o.Err) && !cluster.TopicMissing(o.Err) && retriable == nil:
 			res.Failed++
 			retriable = fmt.Errorf("committing offsets of group %q on target %q: %s[%d]: %w", name, j.opts.TargetAlias, o.Topic, o.Partition, o.Err)
 		default:

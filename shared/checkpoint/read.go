@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // ClientFunc builds a franz-go client for one cluster with extra options
@@ -75,7 +75,7 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 	if err != nil {
 		return res, fmt.Errorf("describing %s: %w", topic, err)
 	}
-	if d, ok := md.Topics[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+	if d, ok := md.Topics[topic]; !ok || cluster.TopicMissing(d.Err) {
 		return res, errTopicMissing
 	} else if d.Err != nil {
 		return res, fmt.Errorf("describing %s: %w", topic, d.Err)
@@ -87,7 +87,7 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 		return res, fmt.Errorf("%s was recreated (id %s, was %s): %w", topic, res.TopicID, wantID, errPositionGone)
 	}
 	starts, ends, err := cluster.ListOffsets(ctx, adm, false, topic)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	if cluster.TopicMissing(err) {
 		return res, errTopicMissing
 	}
 	if err != nil {

@@ -287,3 +287,7 @@ func ListOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics .
 	}
 	return starts, ends, nil
 }
+
+// TopicMissing reports whether err says a topic (or its partition) does not exist:
+// UNKNOWN_TOPIC_OR_PARTITION from a metadata, list-offsets or fetch answer.
+func TopicMissing(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }

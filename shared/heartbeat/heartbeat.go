@@ -20,68 +20,17 @@ package heartbeat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/round"
 )
-
-// ClientFunc builds a franz-go client for one cluster with extra options
-// (cluster.Dialer makes one from a cluster's settings).
-type ClientFunc = cluster.ClientFunc
-
-// Options configure a Job. Zero values mean the default named in each field's comment.
-type Options struct {
-	// Flow names the flow and its topics; its WriteConnectOffsets writes MM2's
-	// MirrorHeartbeatConnector source offset
-	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}] =
-	// {"offset":0}) next to each heartbeat, into the Connect offsets topic of the herder
-	// s->t on the cluster written to: the flow's OffsetStorageTopic on the target,
-	// mm2-offsets.<TargetAlias>.internal on the source for the reverse heartbeat.
-	round.Flow
-	// HeartbeatsTopicReplicationFactor for created heartbeats topics; 0 or -1
-	// means the broker's default.
-	HeartbeatsTopicReplicationFactor int16
-	// TargetTopicConfigs and SourceTopicConfigs are the configs of a created
-	// heartbeats topic on each cluster. Nil means cleanup.policy=compact, as
-	// MM2 creates it; an Event Hubs namespace without compaction gets an
-	// empty map (cluster.Profile).
-	TargetTopicConfigs, SourceTopicConfigs map[string]*string
-	// DisableHeartbeats is emit.heartbeats.enabled=false: no heartbeat to the
-	// target.
-	DisableHeartbeats bool
-	// DisableReverse turns off the reverse heartbeat to the source (MM2:
-	// target->source.emit.heartbeats.enabled=false).
-	DisableReverse bool
-}
-
-// Validate checks the options as New does, without building anything.
-func (o Options) Validate() error { return o.withDefaults() }
-
-func (o *Options) withDefaults() error {
-	if err := o.Flow.Defaults("heartbeat options"); err != nil {
-		return err
-	}
-	compact := "compact"
-	if o.TargetTopicConfigs == nil {
-		o.TargetTopicConfigs = map[string]*string{"cleanup.policy": &compact}
-	}
-	if o.SourceTopicConfigs == nil {
-		o.SourceTopicConfigs = map[string]*string{"cleanup.policy": &compact}
-	}
-	if o.HeartbeatsTopicReplicationFactor == 0 {
-		o.HeartbeatsTopicReplicationFactor = -1
-	}
-	return nil
-}
 
 // UnavailableError reports that a cluster of the flow could not be reached:
 // the round did nothing and should be retried later (serve answers 503).
@@ -155,12 +104,6 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	}
 	j.gate.Logger = logger
 	return j, nil
-}
-
-// LatencyTopic is the remote heartbeats topic whose newest record gives the
-// replication latency: <source>.heartbeats with the default policy.
-func (j *Job) LatencyTopic() string {
-	return j.opts.Policy.FormatRemoteTopic(j.opts.SourceAlias, j.opts.Policy.HeartbeatsTopic())
 }
 
 // Round writes this round's heartbeats and measures the replication latency.
@@ -267,95 +210,6 @@ func fromMM2(h mm2.Heartbeat) Heartbeat {
 // tailRecords is how many records from the end of each partition of the
 // remote heartbeats topic are examined.
 const tailRecords = 256
-
-// newestReplicated returns the newest decodable heartbeat among the last
-// records of the remote heartbeats topic on the target, nil if none. A
-// heartbeat keyed {target, source} (this flow's reverse heartbeat) wins over
-// any other.
-func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
-	topic := j.LatencyTopic()
-	// A fresh client: the job's own may have cached that the topic did not
-	// exist a moment ago.
-	cl, err := j.target(ctx, kgo.KeepControlRecords())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	starts, ends, err := cluster.ListOffsets(ctx, adm, false, topic)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		j.log.Debug("no remote heartbeats topic on the target", "topic", topic)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("target %q: %w", j.opts.TargetAlias, err)
-	}
-	from := map[int32]kgo.Offset{}
-	want := map[int32]int64{} // partition -> end offset still to reach
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(o.Topic, o.Partition)
-		if o.Offset <= s.Offset {
-			return
-		}
-		at := max(s.Offset, o.Offset-tailRecords)
-		from[o.Partition] = kgo.NewOffset().At(at)
-		want[o.Partition] = o.Offset
-	})
-	j.log.Debug("reading the newest replicated heartbeats", "topic", topic, "ends", want)
-	if len(from) == 0 {
-		return nil, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
-	var newest, newestOwn *Heartbeat
-	for len(want) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, ferr)
-		}
-		if fs.NumRecords() == 0 {
-			break // the last offsets are gone; use what was read
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if r.Offset >= end-1 {
-				delete(want, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			h, err := mm2.DecodeHeartbeat(r.Key, r.Value)
-			if err != nil {
-				return
-			}
-			hb := fromMM2(h)
-			if newest == nil || h.Timestamp > newest.Timestamp {
-				newest = &hb
-			}
-			own := h.SourceAlias == j.opts.TargetAlias && h.TargetAlias == j.opts.SourceAlias
-			if own && (newestOwn == nil || h.Timestamp > newestOwn.Timestamp) {
-				newestOwn = &hb
-			}
-		})
-	}
-	if newestOwn != nil {
-		return newestOwn, nil
-	}
-	return newest, nil
-}
 
 // writeConnectOffset writes the heartbeat connector's Connect source offset
 // to the Connect offsets topic of herder hb.SourceAlias->hb.TargetAlias on the

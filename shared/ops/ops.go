@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -109,7 +108,7 @@ func (o *Ops) bothOffsets(ctx context.Context, t engine.Topic) (f flowOffsets, e
 func (o *Ops) offsets(ctx context.Context, side engine.Side, topic string) (starts, ends map[int32]int64, err error) {
 	_, adm := o.client(side)
 	s, e, err := cluster.ListOffsets(ctx, adm, false, topic)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	if cluster.TopicMissing(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -243,7 +242,7 @@ func (o *Ops) partitionCount(ctx context.Context, side engine.Side, topic string
 		return 0, fmt.Errorf("describing %q on %s: %w", topic, side, err)
 	}
 	d, ok := md.Topics[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+	if !ok || cluster.TopicMissing(d.Err) {
 		return 0, nil
 	}
 	if d.Err != nil {
