@@ -52,8 +52,22 @@ func (h *harness) kafka(ctx context.Context, args ...string) error {
 func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error {
 	h.stopClusters()
 	errs := make(chan error, 2)
-	go func() { errs <- h.kafka(ctx, "start", "bench-source", strconv.Itoa(srcPort)) }()
-	go func() { errs <- h.kafka(ctx, "start", "bench-target", strconv.Itoa(tgtPort)) }()
+	// A port still held by a cluster that just stopped (or by another process's socket for a
+	// moment) fails the start: it is retried a few times.
+	start := func(name string, port int) error {
+		var err error
+		for attempt := 0; attempt < 4; attempt++ {
+			if err = h.kafka(ctx, "start", name, strconv.Itoa(port)); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+				return err
+			}
+			h.logger.Warn("cluster port in use, retrying", "cluster", name, "port", port)
+			_ = h.kafka(ctx, "stop", name)
+			time.Sleep(10 * time.Second)
+		}
+		return err
+	}
+	go func() { errs <- start("bench-source", srcPort) }()
+	go func() { errs <- start("bench-target", tgtPort) }()
 	if err := errors.Join(<-errs, <-errs); err != nil {
 		h.stopClusters()
 		return err
