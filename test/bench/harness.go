@@ -57,7 +57,7 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	start := func(name string, port int) error {
 		var err error
 		for attempt := 0; attempt < 4; attempt++ {
-			if err = h.kafka(ctx, "start", name, strconv.Itoa(port)); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			if err = h.kafka(ctx, "start", name, strconv.Itoa(port)); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
 				return err
 			}
 			h.logger.Warn("cluster port in use, retrying", "cluster", name, "port", port)
