@@ -56,7 +56,7 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	// moment) fails the start: it is retried a few times.
 	start := func(name string, port int) error {
 		var err error
-		for attempt := 0; attempt < 4; attempt++ {
+		for attempt := 0; attempt < 8; attempt++ {
 			if err = h.kafka(ctx, "start", name, strconv.Itoa(port)); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
 				return err
 			}
