@@ -7,7 +7,11 @@ import (
 
 func TestSetMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	oldGC := debug.SetGCPercent(100)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(old)
+		debug.SetGCPercent(oldGC)
+	})
 
 	env := func(m map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
@@ -23,5 +27,12 @@ func TestSetMemoryLimit(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != DefaultMemoryLimit {
 		t.Errorf("without GOMEMLIMIT: runtime limit = %d, want %d", got, DefaultMemoryLimit)
+	}
+	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
+		t.Errorf("without GOMEMLIMIT and GOGC: GOGC = %d, want %d", got, DefaultGCPercent)
+	}
+	setMemoryLimit(env(map[string]string{"GOGC": "50"}))
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set: GOGC changed to %d, want the runtime's (100 here)", got)
 	}
 }

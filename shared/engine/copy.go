@@ -252,7 +252,9 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	}
 	c.records.Add(1)
 	c.bytes.Add(size)
-	c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
+	if c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
+		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	c.syncs.record(st.ctx, st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
 	r.Recycle()
 }
