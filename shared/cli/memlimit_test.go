@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -34,5 +35,20 @@ func TestSetMemoryLimit(t *testing.T) {
 	setMemoryLimit(env(map[string]string{"GOGC": "50"}))
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC set: GOGC changed to %d, want the runtime's (100 here)", got)
+	}
+}
+
+func TestSetMaxProcs(t *testing.T) {
+	old := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	runtime.GOMAXPROCS(3)
+	if got := setMaxProcs(env(map[string]string{"GOMAXPROCS": "3"})); got != -1 || runtime.GOMAXPROCS(0) != 3 {
+		t.Errorf("with GOMAXPROCS set: setMaxProcs = %d, GOMAXPROCS %d; want -1 and 3 (the runtime's)", got, runtime.GOMAXPROCS(0))
+	}
+	if got := setMaxProcs(env(nil)); got != DefaultMaxProcs || runtime.GOMAXPROCS(0) != DefaultMaxProcs {
+		t.Errorf("without GOMAXPROCS: setMaxProcs = %d, GOMAXPROCS %d; want %d", got, runtime.GOMAXPROCS(0), DefaultMaxProcs)
 	}
 }
