@@ -27,7 +27,7 @@ import (
 
 // fakeFlow is a flow between two kfake clusters.
 type fakeFlow struct {
-	t        *testing.T
+	t        testing.TB
 	src, tgt *kfake.Cluster
 	opts     Options
 	logs     *lineCounter
@@ -61,7 +61,7 @@ func (l *lineCounter) count(msg string) int {
 	return n
 }
 
-func newFakeFlow(t *testing.T, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
+func newFakeFlow(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
 	t.Helper()
 	mk := func(extra ...kfake.Opt) *kfake.Cluster {
 		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, extra...)...)
