@@ -19,7 +19,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	bytes := float64(o.topics*o.records) * float64(o.size+7) // values plus the 7-byte keys
-	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB")
+	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB", "first_ms")
 	for i := 1; i <= o.runs; i++ {
 		stamp := fmt.Sprintf("%s%d", time.Now().Format("150405"), i)
 		var cmd *exec.Cmd
@@ -131,7 +130,8 @@ func run(ctx context.Context, o options) error {
 		default:
 			return fmt.Errorf("-contender %q: want mirror or raw", o.contender)
 		}
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 		start := time.Now()
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
@@ -149,7 +149,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
 		n := float64(o.topics * o.records)
-		fmt.Printf("%-8s %4d %7.2f %8.0f %6.2f %6.2f %6.2f %8.2f %8.1f\n", o.contender, i, wall.Seconds(), n/wall.Seconds(), user, sys, cpu, cpu/(bytes/1e9), float64(rss)/1024)
+		first := "-" // mirror run's summary: from the burst's start to the first acknowledged record
+		if _, rest, ok := strings.Cut(out.String(), `"first_record_ms":`); ok {
+			first, _, _ = strings.Cut(rest, ",")
+		}
+		fmt.Printf("%-8s %4d %7.2f %8.0f %6.2f %6.2f %6.2f %8.2f %8.1f %8s\n", o.contender, i, wall.Seconds(), n/wall.Seconds(), user, sys, cpu, cpu/(bytes/1e9), float64(rss)/1024, first)
 	}
 	return nil
 }
