@@ -130,6 +130,9 @@ func run(ctx context.Context, o options) error {
 		default:
 			return fmt.Errorf("-contender %q: want mirror or raw", o.contender)
 		}
+		if o.extraEnv != "" && o.contender == "raw" {
+			cmd.Env = append(os.Environ(), strings.Split(o.extraEnv, ",")...)
+		}
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 		start := time.Now()
