@@ -99,7 +99,7 @@ func run(ctx context.Context, o options) error {
 	bytes := float64(o.topics*o.records) * float64(o.size+7) // values plus the 7-byte keys
 	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB", "first_ms")
 	for i := 1; i <= o.runs; i++ {
-		stamp := fmt.Sprintf("%s%d", time.Now().Format("150405"), i)
+		stamp := fmt.Sprintf("%d", time.Now().UnixMilli()%1e10) // a fresh flow per run
 		var cmd *exec.Cmd
 		var remote []string
 		switch o.contender {
