@@ -186,7 +186,9 @@ var eosCommitBackoff = cluster.DefaultBackoff
 type unsettledCommit struct {
 	last    int64 // the source offset whose position the transaction stores
 	end     int64 // the end (exclusive) the copy was planned to
-	records int64 // chunk records taken from the MaxRecords budget
+	budget  int64 // chunk records taken from the MaxRecords budget
+	records int64 // the chunk's records and bytes, counted if it committed
+	bytes   int64
 	// committed does what follows a confirmed commit (durable position, offset syncs,
 	// counts), for when the stored position shows that the transaction did commit.
 	committed func(context.Context) error
@@ -276,7 +278,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 	if pending == nil {
 		works, err = e.plan(ctx, []TP{tp}, r.remote, r.limit, r.offsetsParts)
 	} else {
-		works, err = r.settle(wctx, tp, pending)
+		works, res.records, res.bytes, err = r.settle(wctx, tp, pending)
 	}
 	if err != nil {
 		return res, err
@@ -437,9 +439,12 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 		if !cluster.Retriable(err) || fenced(err) {
 			return err
 		}
-		u := &unsettledCommit{last: last, end: w.end, committed: committed, err: err}
+		u := &unsettledCommit{last: last, end: w.end, committed: committed, err: err, records: int64(len(chunk))}
+		for _, rec := range chunk {
+			u.bytes += recordSize(rec)
+		}
 		if r.bo.MaxRecords > 0 {
-			u.records = int64(len(chunk))
+			u.budget = u.records
 		}
 		return u
 	}
@@ -456,30 +461,33 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 }
 
 // settle reads tp's stored position once the transaction of pending has been fenced by this
-// attempt's producer, settles pending by it (its follow-up runs if the position shows that it
-// committed; otherwise its records go back to the MaxRecords budget) and plans the copy from
-// the stored position to the end planned at first. The position kept in memory is not used:
-// it does not include pending's transaction, which may have committed.
-func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) ([]*work, error) {
+// attempt's producer, settles pending by it (if the position shows that it committed, its
+// follow-up runs and its records and bytes are returned to be counted; otherwise its records
+// go back to the MaxRecords budget) and plans the copy from the stored position to the end
+// planned at first. The position kept in memory is not used: it does not include pending's
+// transaction, which may have committed.
+func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) (works []*work, records, bytes int64, err error) {
 	read, err := r.e.ReadPositions(ctx, []TP{tp}, r.offsetsParts)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
-	if pos, ok := read[tp]; ok && pos >= pending.last {
-		if pending.committed != nil {
+	if pending.committed != nil { // not settled by an earlier attempt
+		if pos, ok := read[tp]; ok && pos >= pending.last {
 			if err := pending.committed(ctx); err != nil {
-				return nil, err
+				return nil, 0, 0, err
 			}
+			records, bytes = pending.records, pending.bytes
+		} else {
+			r.budget.Add(pending.budget)
 		}
-	} else if pending.records > 0 {
-		r.budget.Add(pending.records)
+		pending.committed = nil
 	}
-	pending.committed, pending.records = nil, 0 // settled: a later attempt must not count it again
 	limit := map[TP]int64{tp: pending.end}
 	if l, ok := r.limit[tp]; ok && l < pending.end {
 		limit[tp] = l
 	}
-	return r.e.planCopies(ctx, []TP{tp}, r.remote, limit, read, true)
+	works, err = r.e.planCopies(ctx, []TP{tp}, r.remote, limit, read, true)
+	return works, records, bytes, err
 }
 
 // fenced reports whether err means a newer producer with our transactional id exists.
