@@ -86,7 +86,7 @@ func stopFaultClusters(failed bool) {
 // refuses them.
 func (b *faultBroker) heal(t *testing.T) {
 	t.Helper()
-	b.kafka(t, "thaw")
+	_ = b.script("thaw") // fails when it is stopped: resume starts it then
 	b.kafka(t, "resume")
 	probe := "fault-probe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	adm := testkit.Admin(t, b.bootstrap)
