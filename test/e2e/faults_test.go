@@ -327,7 +327,7 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 		p := startProcess(t, cpBin, append(env, "MM2_BURST_MAX_DURATION=5s"), "run")
 		code := p.wait(t, 2*time.Minute)
 		t.Logf("checkpoint run with the target hung: exit %d", code)
-		if code != 3 || !strings.Contains(p.stderr.String(), `target cluster \"target\" unavailable`) {
+		if code != 3 || !strings.Contains(p.stderr.String(), `target cluster \"`+alias+`\" unavailable`) {
 			t.Errorf("exit %d, want 3 with the target named\n%s", code, tail(p.stderr.String(), 3000))
 		}
 	})
