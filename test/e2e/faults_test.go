@@ -393,7 +393,8 @@ func TestFaultsMirrorRun(t *testing.T) {
 			}
 			tc.f.inject(t, tc.b)
 			code := p.wait(t, 4*time.Minute)
-			t.Logf("mirror run: exit %d; %s", code, strings.TrimSpace(p.stdout.String()))
+			t.Logf("mirror run: exit %d (%d exactly-once copies started over after a commit met the fault); %s", code,
+				strings.Count(p.stderr.String(), "exactly-once copy: retriable error; copying again from the stored position"), strings.TrimSpace(p.stdout.String()))
 			var sum struct {
 				Lag    int64  `json:"lag"`
 				Reason string `json:"reason"`
