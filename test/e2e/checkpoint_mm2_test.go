@@ -53,15 +53,18 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	testkit.Produce(t, c.Target.Bootstrap, pre...)
 
 	groupMM2, groupGo := testkit.Name(t, "g-mm2"), testkit.Name(t, "g-go")
-	// Both groups sit at the same positions: at the end, in the middle, at the start, near the
+	// Both groups end at the same positions: at the end, in the middle, at the start, near the
 	// end. MM2's checkpoint task must read the offset syncs of the topic as they are written: a
 	// task that reads them in its initial catch-up keeps only the newest sync per partition
 	// (mm2-internals §4.2, step 1), so the older positions cannot be translated and MM2 never
-	// checkpoints them. Hence MM2's group is committed before MM2 starts (a group appearing
-	// later restarts the task), and the topic's records are produced only once the task has
-	// checkpointed a ready group on a warm-up topic: it is then past its catch-up.
+	// checkpoints them. Hence MM2's group exists before MM2 starts (a group appearing later
+	// restarts the task), the topic's records are produced only once the task has checkpointed
+	// a ready group on a warm-up topic (it is then past its catch-up), and both groups are moved
+	// to their positions only once every offset sync is written: MM2 and mm2go then translate
+	// the same positions with the same syncs (checkpoints MM2 made from a part of the syncs
+	// would not be the ones mm2go makes from all of them).
 	positions := map[int32]int64{0: perPartition, 1: 500, 2: 0, 3: 777}
-	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
+	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}, "md")
 	warm := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cpw"), 1, nil)
 	testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: warm, Value: []byte("warm-up")})
 	groupReady := testkit.Name(t, "g-ready")
@@ -102,6 +105,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	})
 	phase(fmt.Sprintf("MM2 copied the topic and wrote %d offset syncs for it", len(syncs)))
 
+	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
 	commitGroup(t, c.Source.Bootstrap, groupGo, topic, positions, "md")
 
 	// MM2's translation algorithm applied to MM2's syncs (read in topic order).
