@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,24 +28,16 @@ import (
 // TLS/SASL mismatch), and every non-retriable Kafka error (authentication, authorization, an
 // invalid request). A canceled context is not retriable either.
 func Retriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || settingsMistake(err) {
 		return false
 	}
 	var (
-		unknownCA  x509.UnknownAuthorityError
-		invalid    x509.CertificateInvalidError
-		hostname   x509.HostnameError
-		recordHdr  tls.RecordHeaderError
-		alert      tls.AlertError
-		verify     *tls.CertificateVerificationError
-		firstRead  *kgo.ErrFirstReadEOF
 		kafkaError *kerr.Error
+		shards     *kadm.ShardErrors
 	)
 	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &hostname),
-		errors.As(err, &recordHdr), errors.As(err, &alert), errors.As(err, &verify),
-		errors.As(err, &firstRead):
-		return false
+	case errors.As(err, &shards) && shardsRetriable(shards):
+		return true
 	case errors.As(err, &kafkaError):
 		// A KRaft broker that restarted or hung is fenced until it has caught up with the
 		// controller; meanwhile CreateTopics answers INVALID_REPLICATION_FACTOR ("larger than the
@@ -56,6 +49,40 @@ func Retriable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE)
+}
+
+// settingsMistake reports the network errors that come from wrong settings: TLS certificate
+// and handshake failures, and a connection the broker closes on the first read (a TLS/SASL
+// mismatch).
+func settingsMistake(err error) bool {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		hostname  x509.HostnameError
+		recordHdr tls.RecordHeaderError
+		alert     tls.AlertError
+		verify    *tls.CertificateVerificationError
+		firstRead *kgo.ErrFirstReadEOF
+	)
+	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &recordHdr) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		errors.As(err, &firstRead)
+}
+
+// shardsRetriable reports whether every failed piece of a kadm request is worth trying again:
+// its error is retriable, or the piece failed before it was mapped to a broker (node -1) with
+// a client-side error such as franz-go's "unknown broker", which a partition gets while its
+// leader (a broker that hung or restarts) is out of the metadata. A Kafka error on such a piece
+// still counts as itself (an authorization failure in the metadata is not retried).
+func shardsRetriable(se *kadm.ShardErrors) bool {
+	for _, s := range se.Errs {
+		var ke *kerr.Error
+		if Retriable(s.Err) || (s.Broker.NodeID == -1 && !errors.As(s.Err, &ke)) {
+			continue
+		}
+		return false
+	}
+	return len(se.Errs) > 0
 }
 
 // Backoff is a bounded exponential backoff: the first wait is Initial, each next one doubles up

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -32,11 +33,23 @@ func TestRetriable(t *testing.T) {
 		{&net.OpError{Op: "remote error", Err: x509.UnknownAuthorityError{}}, false},
 		{errors.New("encoding: too long"), false},
 		{nil, false},
+		// kadm's shard errors: a piece with no broker (its leader out of the metadata while a
+		// broker hangs) is retried; a piece refused by a broker counts as its own error.
+		{fmt.Errorf("listing start offsets of t: %w", shardErrs(kadm.ShardError{Err: errors.New("unknown broker"), Broker: kadm.BrokerDetail{NodeID: -1}})), true},
+		{shardErrs(kadm.ShardError{Err: kerr.NotLeaderForPartition, Broker: kadm.BrokerDetail{NodeID: 1}}), true},
+		{shardErrs(kadm.ShardError{Err: errors.New("unknown broker"), Broker: kadm.BrokerDetail{NodeID: -1}},
+			kadm.ShardError{Err: kerr.TopicAuthorizationFailed, Broker: kadm.BrokerDetail{NodeID: 1}}), false},
+		{shardErrs(kadm.ShardError{Err: kerr.TopicAuthorizationFailed, Broker: kadm.BrokerDetail{NodeID: -1}}), false},
+		{shardErrs(kadm.ShardError{Err: errors.New("boom"), Broker: kadm.BrokerDetail{NodeID: 2}}), false},
 	} {
 		if got := Retriable(tc.err); got != tc.want {
 			t.Errorf("Retriable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
+}
+
+func shardErrs(errs ...kadm.ShardError) error {
+	return &kadm.ShardErrors{Name: "ListOffsets", AllFailed: true, Errs: errs}
 }
 
 func TestRetry(t *testing.T) {

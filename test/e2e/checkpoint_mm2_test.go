@@ -15,6 +15,7 @@ import (
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -150,8 +151,11 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		}
 	}
 	j, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: "source", TargetAlias: "target", Topics: topics, Groups: groups,
-		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: true,
+		Flow:                              round.Flow{SourceAlias: "source", TargetAlias: "target"},
+		Topics:                            topics,
+		Groups:                            groups,
+		CheckpointsTopicReplicationFactor: 1,
+		SyncGroupOffsets:                  true,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +182,11 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		t.Fatal(err)
 	}
 	jp, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: "source", TargetAlias: "target", Topics: topics, Groups: preciseGroups,
-		CheckpointsTopicReplicationFactor: 1, PreciseTranslation: true,
+		Flow:                              round.Flow{SourceAlias: "source", TargetAlias: "target"},
+		Topics:                            topics,
+		Groups:                            preciseGroups,
+		CheckpointsTopicReplicationFactor: 1,
+		PreciseTranslation:                true,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), nil)
 	if err != nil {
 		t.Fatal(err)
