@@ -12,6 +12,7 @@ import (
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/heartbeat"
 	"github.com/mm2go/mm2go/shared/metrics"
+	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/shared/serve"
 )
@@ -36,15 +37,11 @@ func CheckpointJob(ctx context.Context, cfg *config.Config, logger *slog.Logger,
 		return nil, &cli.ConfigError{Err: err}
 	}
 	opts := checkpoint.Options{
-		SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
-		Policy: pol, Topics: topics, Groups: groups,
+		Flow: flow(cfg, pol, rec), Topics: topics, Groups: groups,
 		OffsetSyncsTopicLocation:          cfg.OffsetSyncsTopicLocation,
 		CheckpointsTopicReplicationFactor: int16(cfg.CheckpointsTopicReplicationFactor),
 		DisableCheckpoints:                !cfg.EmitCheckpointsEnabled,
 		SyncGroupOffsets:                  cfg.SyncGroupOffsetsEnabled,
-		WriteConnectOffsets:               true,
-		OffsetStorageTopic:                cfg.OffsetStorageTopic,
-		Metrics:                           rec,
 	}
 	// MM2_CHECKPOINT_TRANSLATION: "mm2" (MM2's OffsetSyncStore alone, checkpoints identical to
 	// MM2's) or "precise" (Options.PreciseTranslation); config validated the value.
@@ -60,8 +57,18 @@ func CheckpointJob(ctx context.Context, cfg *config.Config, logger *slog.Logger,
 	if n := tgtProfile.Notice(); n != "" {
 		logger.Info(n)
 	}
-	opts.ExplainConnectError = cfg.ConnectError
 	return checkpoint.New(ctx, opts, cluster.Dialer(cfg.Source, srcProfile, logger), cluster.Dialer(cfg.Target, tgtProfile, logger), logger)
+}
+
+// flow is what a checkpoint or heartbeat job takes from the flow's settings: aliases, naming,
+// the Connect offsets topic (written to as MM2's connectors write it), metrics and the
+// connect-error explanation.
+func flow(cfg *config.Config, pol policy.Policy, rec *metrics.Recorder) round.Flow {
+	return round.Flow{
+		SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, Policy: pol,
+		WriteConnectOffsets: true, OffsetStorageTopic: cfg.OffsetStorageTopic,
+		Metrics: rec, ExplainConnectError: cfg.ConnectError,
+	}
 }
 
 // HeartbeatJob builds a heartbeat Job from loaded settings, with clients from
@@ -72,13 +79,10 @@ func HeartbeatJob(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		return nil, &cli.ConfigError{Err: err}
 	}
 	opts := heartbeat.Options{
-		SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, Policy: pol,
+		Flow:                             flow(cfg, pol, rec),
 		HeartbeatsTopicReplicationFactor: int16(cfg.HeartbeatsTopicReplicationFactor),
 		DisableHeartbeats:                !cfg.EmitHeartbeatsEnabled,
 		DisableReverse:                   !cfg.ReverseHeartbeatsEnabled,
-		WriteConnectOffsets:              true,
-		OffsetStorageTopic:               cfg.OffsetStorageTopic,
-		Metrics:                          rec,
 	}
 	srcProfile, tgtProfile, err := profiles(cfg)
 	if err != nil {
@@ -88,7 +92,6 @@ func HeartbeatJob(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	if err := opts.Validate(); err != nil {
 		return nil, &cli.ConfigError{Err: err}
 	}
-	opts.ExplainConnectError = cfg.ConnectError
 	return heartbeat.New(ctx, opts, cluster.Dialer(cfg.Source, srcProfile, logger), cluster.Dialer(cfg.Target, tgtProfile, logger), logger)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/offsetsync"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -60,9 +61,10 @@ func (f *flow) job(t *testing.T, syncGroups bool, groups ...string) *checkpoint.
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	j, err := checkpoint.New(testkit.Context(t, time.Minute), checkpoint.Options{
-		SourceAlias: f.src, TargetAlias: f.tgt, Groups: gf,
-		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: syncGroups,
-		WriteConnectOffsets: true, // only where the Connect offsets topic exists
+		Flow:                              round.Flow{SourceAlias: f.src, TargetAlias: f.tgt, WriteConnectOffsets: true}, // only where the Connect offsets topic exists
+		Groups:                            gf,
+		CheckpointsTopicReplicationFactor: 1,
+		SyncGroupOffsets:                  syncGroups,
 	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func (f *flow) job(t *testing.T, syncGroups bool, groups ...string) *checkpoint.
 	return j
 }
 
-func round(t *testing.T, j *checkpoint.Job) *checkpoint.Summary {
+func runRound(t *testing.T, j *checkpoint.Job) *checkpoint.Summary {
 	t.Helper()
 	sum, err := j.Round(testkit.Context(t, 2*time.Minute))
 	if err != nil {
@@ -278,7 +280,7 @@ func TestRoundCheckpointsAndGroupSync(t *testing.T) {
 	offsetsTopic := testkit.CreateTopic(t, f.c.Target.Bootstrap, "mm2-offsets."+f.src+".internal", 25, nil)
 
 	j := f.job(t, true, resume, active, forward)
-	sum := round(t, j)
+	sum := runRound(t, j)
 
 	// Expected translations: from MM2's algorithm (offsetsync.Store, a port
 	// checked against the real OffsetSyncStore) where slots matter, by hand
@@ -417,7 +419,7 @@ func TestRoundCheckpointsAndGroupSync(t *testing.T) {
 	}
 
 	// Round 2 with nothing new: every checkpoint is a duplicate.
-	sum = round(t, j)
+	sum = runRound(t, j)
 	if sum.CheckpointsWritten != 0 || sum.CheckpointsSkipped != 6 || sum.CheckpointsLoaded != 6 {
 		t.Errorf("round 2: written %d skipped %d loaded %d, want 0, 6, 6", sum.CheckpointsWritten, sum.CheckpointsSkipped, sum.CheckpointsLoaded)
 	}
@@ -438,14 +440,14 @@ func TestRoundIncremental(t *testing.T) {
 	g := testkit.Name(t, "g")
 	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 45}, "")
 	j := f.job(t, false, g)
-	sum := round(t, j)
+	sum := runRound(t, j)
 	if sum.OffsetSyncsFrom != 0 || sum.OffsetSyncsRead != int64(half) || sum.CheckpointsWritten != 1 {
 		t.Fatalf("round 1: from %d read %d written %d, want 0, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, half)
 	}
 
 	f.writeSyncs(t, syncs[half:]...)
 	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 95}, "")
-	sum = round(t, j)
+	sum = runRound(t, j)
 	if sum.OffsetSyncsFrom != int64(half) || sum.OffsetSyncsRead != int64(len(syncs)-half) || sum.CheckpointsWritten != 1 {
 		t.Fatalf("round 2: from %d read %d written %d, want %d, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, half, len(syncs)-half)
 	}
@@ -481,7 +483,7 @@ func TestRoundIncremental(t *testing.T) {
 	}
 	f.writeSyncs(t, again...)
 	commit(t, f.c.Source.Bootstrap, g, f.topic, map[int32]int64{0: 100}, "")
-	sum = round(t, j)
+	sum = runRound(t, j)
 	if sum.OffsetSyncsFrom != 0 || sum.OffsetSyncsRead != int64(len(again)) || sum.CheckpointsWritten != 1 {
 		t.Fatalf("round 3: from %d read %d written %d, want 0, %d, 1", sum.OffsetSyncsFrom, sum.OffsetSyncsRead, sum.CheckpointsWritten, len(again))
 	}
@@ -522,14 +524,17 @@ func TestRoundPreciseTranslation(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: f.src, TargetAlias: f.tgt, Groups: gf, CheckpointsTopicReplicationFactor: 1,
-		SyncGroupOffsets: true, PreciseTranslation: true,
+		Flow:                              round.Flow{SourceAlias: f.src, TargetAlias: f.tgt},
+		Groups:                            gf,
+		CheckpointsTopicReplicationFactor: 1,
+		SyncGroupOffsets:                  true,
+		PreciseTranslation:                true,
 	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	sum := round(t, j)
+	sum := runRound(t, j)
 	const want = 156 // one past the sync 150->155, the closest one before 157
 	got, _, _ := f.readCheckpoints(t)
 	if c := got[cpKey{g, f.remoteTopic, 0}]; c.DownstreamOffset != want || c.UpstreamOffset != 157 {

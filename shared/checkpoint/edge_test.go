@@ -12,6 +12,7 @@ import (
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -83,14 +84,16 @@ func TestRoundTranslationEdgeCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: f.src, TargetAlias: f.tgt, Topics: topics, Groups: groups,
+		Flow:                              round.Flow{SourceAlias: f.src, TargetAlias: f.tgt},
+		Topics:                            topics,
+		Groups:                            groups,
 		CheckpointsTopicReplicationFactor: 1,
 	}, dial(f.c.Source.Bootstrap), dial(f.c.Target.Bootstrap), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	sum := round(t, j)
+	sum := runRound(t, j)
 
 	want := map[cpKey]mm2.Checkpoint{}
 	add := func(g string, p int32, up, down int64) {
@@ -164,9 +167,10 @@ func TestRoundIdentityPolicySyncsOnTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: src, TargetAlias: tgt, Groups: groups,
-		Policy:                   policy.NewIdentity(src, ".", true),
-		OffsetSyncsTopicLocation: checkpoint.SyncsOnTarget, SyncGroupOffsets: true,
+		Flow:                              round.Flow{SourceAlias: src, TargetAlias: tgt, Policy: policy.NewIdentity(src, ".", true)},
+		Groups:                            groups,
+		OffsetSyncsTopicLocation:          checkpoint.SyncsOnTarget,
+		SyncGroupOffsets:                  true,
 		CheckpointsTopicReplicationFactor: 1,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), nil)
 	if err != nil {
@@ -176,7 +180,7 @@ func TestRoundIdentityPolicySyncsOnTarget(t *testing.T) {
 	if name, where := j.OffsetSyncsTopic(); name != syncsTopic || where != "target" {
 		t.Fatalf("offset syncs topic %s on %s, want %s on target", name, where, syncsTopic)
 	}
-	sum := round(t, j)
+	sum := runRound(t, j)
 	if sum.CheckpointsWritten != 1 || sum.SyncedOffsets != 1 {
 		t.Fatalf("summary %+v", sum)
 	}

@@ -28,7 +28,7 @@ const (
 // when the target does not know it (Dead), reports it Empty, or reports no
 // members (Event Hubs never reports Empty).
 func (j *Job) syncGroupOffsets(ctx context.Context, groups []group, cps *checkpointStore, sum *Summary) error {
-	listed, err := j.tgtAdm.ListGroups(ctx)
+	listed, err := j.TgtAdm.ListGroups(ctx)
 	if err != nil {
 		return fmt.Errorf("listing groups on target %q: %w", j.opts.TargetAlias, err)
 	}
@@ -67,7 +67,7 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 		}
 	}
 
-	current, err := j.tgtAdm.FetchOffsets(ctx, name)
+	current, err := j.TgtAdm.FetchOffsets(ctx, name)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("fetching offsets of group %q on target %q: %w", name, j.opts.TargetAlias, err)
 	}
@@ -82,7 +82,7 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 	if len(commit) == 0 {
 		return nil
 	}
-	resp, err := j.tgtAdm.CommitOffsets(ctx, name, commit)
+	resp, err := j.TgtAdm.CommitOffsets(ctx, name, commit)
 	if err != nil {
 		if isActiveGroupErr(err) {
 			res.Reason = "became active: " + err.Error()
@@ -98,7 +98,7 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 		case isActiveGroupErr(o.Err):
 			res.Failed++
 			res.Reason = "became active: " + o.Err.Error()
-		case cluster.Retriable(o.Err) && !errors.Is(o.Err, kerr.UnknownTopicOrPartition) && retriable == nil:
+		case cluster.Retriable(o.Err) && !cluster.TopicMissing(o.Err) && retriable == nil:
 			res.Failed++
 			retriable = fmt.Errorf("committing offsets of group %q on target %q: %s[%d]: %w", name, j.opts.TargetAlias, o.Topic, o.Partition, o.Err)
 		default:
@@ -113,26 +113,25 @@ func (j *Job) syncGroup(ctx context.Context, name string, listed kadm.ListedGrou
 // targetMembers counts the members of a target group through the describe
 // API of its protocol.
 func (j *Job) targetMembers(ctx context.Context, lg kadm.ListedGroup) (int, error) {
+	var (
+		n   int
+		err error
+	)
 	if lg.GroupType == "consumer" {
-		d, err := j.tgtAdm.DescribeConsumerGroups(ctx, lg.Group)
-		if err != nil {
-			return 0, fmt.Errorf("describing group %q on target %q: %w", lg.Group, j.opts.TargetAlias, err)
+		var d kadm.DescribedConsumerGroups
+		if d, err = j.TgtAdm.DescribeConsumerGroups(ctx, lg.Group); err == nil {
+			n, err = len(d[lg.Group].Members), d[lg.Group].Err
 		}
-		g := d[lg.Group]
-		if g.Err != nil {
-			return 0, fmt.Errorf("describing group %q on target %q: %w", lg.Group, j.opts.TargetAlias, g.Err)
+	} else {
+		var d kadm.DescribedGroups
+		if d, err = j.TgtAdm.DescribeGroups(ctx, lg.Group); err == nil {
+			n, err = len(d[lg.Group].Members), d[lg.Group].Err
 		}
-		return len(g.Members), nil
 	}
-	d, err := j.tgtAdm.DescribeGroups(ctx, lg.Group)
 	if err != nil {
 		return 0, fmt.Errorf("describing group %q on target %q: %w", lg.Group, j.opts.TargetAlias, err)
 	}
-	g := d[lg.Group]
-	if g.Err != nil {
-		return 0, fmt.Errorf("describing group %q on target %q: %w", lg.Group, j.opts.TargetAlias, g.Err)
-	}
-	return len(g.Members), nil
+	return n, nil
 }
 
 // isActiveGroupErr reports the errors a broker answers a member-less commit

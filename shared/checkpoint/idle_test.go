@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
-	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // reportGroup makes the target answer ListGroups and DescribeGroups for group "app" with the
@@ -66,21 +66,8 @@ func TestGroupSyncIdleDetection(t *testing.T) {
 			reportGroup(tgt, tc.state, tc.members)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srcCl.Close()
-			k, v, _ := mm2.OffsetSync{Topic: "orders", Partition: 0, UpstreamOffset: 7, DownstreamOffset: 3}.Encode()
-			if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "mm2-offset-syncs.b.internal", Key: k, Value: v}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			os := kadm.Offsets{}
-			os.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 7, LeaderEpoch: -1})
-			if err := kadm.NewClient(srcCl).CommitAllOffsets(ctx, "app", os); err != nil {
-				t.Fatal(err)
-			}
-			j, err := checkpoint.New(ctx, checkpoint.Options{SourceAlias: "a", TargetAlias: "b", SyncGroupOffsets: true},
+			syncAndCommit(ctx, t, src)
+			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}, SyncGroupOffsets: true},
 				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
 			if err != nil {
 				t.Fatal(err)

@@ -30,8 +30,7 @@ type Job struct {
 	opts             Options
 	source, target   ClientFunc
 	log              *slog.Logger
-	src, tgt         *kgo.Client
-	srcAdm, tgtAdm   *kadm.Client
+	round.Clients    // kept between rounds; Close releases them
 	checkpointsTopic string
 	syncsTopic       string
 	syncsOnTarget    bool
@@ -50,9 +49,6 @@ type Job struct {
 	// hist is the recent sync history of PreciseTranslation (nil when off
 	// or when the stores were built without the checkpoints: latestOnly).
 	hist *history
-	// describe explains a connection error (cluster.ConnectError); nil
-	// leaves errors as they are.
-	describe func(cluster string, err error) error
 }
 
 // New returns a Job for the flow described by opts. source and target build
@@ -61,30 +57,21 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	if source == nil || target == nil {
-		return nil, errors.New("checkpoint: source and target client functions are required")
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	// A short metadata cache: kadm answers from it, and a topic created a
 	// moment ago (by this job, the mirror function or MM2) must be seen.
 	fresh := kgo.MetadataMinAge(100 * time.Millisecond)
-	src, err := source(ctx, fresh)
+	clients, err := round.Dial(ctx, "checkpoint", source, target, opts.SourceAlias, opts.TargetAlias,
+		[]kgo.Opt{fresh}, []kgo.Opt{fresh, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)})
 	if err != nil {
-		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
-	}
-	tgt, err := target(ctx, fresh, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		src.Close()
-		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
+		return nil, err
 	}
 	j := &Job{
-		opts: opts, source: source, target: target, log: logger,
-		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
+		opts: opts, source: source, target: target, log: logger, Clients: clients,
 		checkpointsTopic: opts.Policy.CheckpointsTopic(opts.SourceAlias),
 		gate:             round.NewGate("checkpoint", opts.Metrics),
-		describe:         opts.ExplainConnectError,
 	}
 	j.gate.Logger = logger
 	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
@@ -93,12 +80,6 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 		j.syncsTopic = opts.Policy.OffsetSyncsTopic(opts.TargetAlias)
 	}
 	return j, nil
-}
-
-// Close releases the job's clients.
-func (j *Job) Close() {
-	j.src.Close()
-	j.tgt.Close()
 }
 
 // CheckpointsTopic is the checkpoints topic the job writes on the target.
@@ -116,28 +97,8 @@ func (j *Job) OffsetSyncsTopic() (topic, cluster string) {
 // syncBackoff bounds the retries of the group offset sync within a round.
 var syncBackoff = cluster.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, Budget: 30 * time.Second}
 
-// pingTimeout bounds the reachability check at the start of a round.
-const pingTimeout = 15 * time.Second
-
 // ping checks that both clusters answer a metadata request.
-func (j *Job) ping(ctx context.Context) error {
-	for _, c := range []struct {
-		name, alias string
-		adm         *kadm.Client
-	}{{"source", j.opts.SourceAlias, j.srcAdm}, {"target", j.opts.TargetAlias, j.tgtAdm}} {
-		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		_, err := c.adm.BrokerMetadata(pctx)
-		cancel()
-		if err != nil {
-			// Also when ctx ran out: the cluster did not answer in time.
-			if j.describe != nil {
-				err = j.describe(c.name, err)
-			}
-			return &UnavailableError{Cluster: c.name, Alias: c.alias, Err: err}
-		}
-	}
-	return nil
-}
+func (j *Job) ping(ctx context.Context) error { return j.Clients.Ping(ctx, &j.opts.Flow, true) }
 
 // Round runs one checkpoint round and reports what it did. A non-nil error
 // means the round stopped early; the summary then says how far it got.
@@ -158,7 +119,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 	if err := j.ping(ctx); err != nil {
 		return sum, err
 	}
-	if _, _, err := cluster.EnsureTopic(ctx, j.tgt, j.checkpointsTopic, 1, j.opts.CheckpointsTopicReplicationFactor, j.opts.CheckpointsTopicConfigs); err != nil {
+	if _, _, err := cluster.EnsureTopic(ctx, j.Tgt, j.checkpointsTopic, 1, j.opts.CheckpointsTopicReplicationFactor, j.opts.CheckpointsTopicConfigs); err != nil {
 		return sum, fmt.Errorf("checkpoints topic on target %q: %w", j.opts.TargetAlias, err)
 	}
 
@@ -199,7 +160,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		sum.add(gs)
 	}
 	if len(out) > 0 {
-		if err := j.tgt.ProduceSync(ctx, out...).FirstErr(); err != nil {
+		if err := j.Tgt.ProduceSync(ctx, out...).FirstErr(); err != nil {
 			return sum, fmt.Errorf("writing %d checkpoints to %s on target %q: %w", len(out), j.checkpointsTopic, j.opts.TargetAlias, err)
 		}
 		latency := time.Since(offsetsRead)
@@ -375,7 +336,7 @@ type group struct {
 // that have at least one committed offset on a topic accepted by the topic
 // filter (MirrorCheckpointConnector.findConsumerGroups).
 func (j *Job) listGroups(ctx context.Context) ([]group, error) {
-	listed, err := j.srcAdm.ListGroups(ctx)
+	listed, err := j.SrcAdm.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing consumer groups on source %q: %w", j.opts.SourceAlias, err)
 	}
@@ -390,7 +351,7 @@ func (j *Job) listGroups(ctx context.Context) ([]group, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	fetched := j.srcAdm.FetchManyOffsets(ctx, names...)
+	fetched := j.SrcAdm.FetchManyOffsets(ctx, names...)
 	var out []group
 	for _, name := range names {
 		f, ok := fetched[name]
@@ -506,7 +467,7 @@ func (j *Job) checkpointGroup(g group, syncs *offsetsync.Store, cps *checkpointS
 // them back, so failures are only logged.
 func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint) {
 	topic := j.opts.OffsetStorageTopic
-	md, err := j.tgtAdm.Metadata(ctx, topic)
+	md, err := j.TgtAdm.Metadata(ctx, topic)
 	if err != nil {
 		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
 		return
@@ -522,7 +483,7 @@ func (j *Job) writeConnectOffsets(ctx context.Context, emitted []mm2.Checkpoint)
 		p := mm2.CheckpointPosition(c.Topic, c.Partition, c.Group, n)
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: p.Partition, Key: p.Key, Value: p.Value})
 	}
-	if err := j.tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := j.Tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		j.log.Warn("Connect offsets not written", "topic", topic, "err", err)
 	}
 }

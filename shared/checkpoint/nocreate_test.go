@@ -15,7 +15,29 @@ import (
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 )
+
+// syncAndCommit writes one offset sync (orders-0: upstream 7 = downstream 3) to the source's
+// mm2-offset-syncs.b.internal and commits group "app" at 7 on orders-0: one group with one
+// translatable offset, for flow a->b.
+func syncAndCommit(ctx context.Context, t *testing.T, src *kfake.Cluster) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	k, v, _ := mm2.OffsetSync{Topic: "orders", Partition: 0, UpstreamOffset: 7, DownstreamOffset: 3}.Encode()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "mm2-offset-syncs.b.internal", Key: k, Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 7, LeaderEpoch: -1})
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, "app", offs); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // denyCreateTopics makes the cluster refuse every CreateTopics request as
 // unauthorized (a user without CREATE on the cluster) and counts them.
@@ -66,23 +88,9 @@ func TestRoundWithoutCreateRights(t *testing.T) {
 			creates := denyCreateTopics(tgt)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			syncAndCommit(ctx, t, src)
 
-			srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srcCl.Close()
-			k, v, _ := mm2.OffsetSync{Topic: "orders", Partition: 0, UpstreamOffset: 7, DownstreamOffset: 3}.Encode()
-			if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "mm2-offset-syncs.b.internal", Key: k, Value: v}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			os := kadm.Offsets{}
-			os.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 7, LeaderEpoch: -1})
-			if err := kadm.NewClient(srcCl).CommitAllOffsets(ctx, "app", os); err != nil {
-				t.Fatal(err)
-			}
-
-			j, err := checkpoint.New(ctx, checkpoint.Options{SourceAlias: "a", TargetAlias: "b"},
+			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}},
 				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
 			if err != nil {
 				t.Fatal(err)

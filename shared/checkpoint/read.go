@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // ClientFunc builds a franz-go client for one cluster with extra options
@@ -75,7 +75,7 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 	if err != nil {
 		return res, fmt.Errorf("describing %s: %w", topic, err)
 	}
-	if d, ok := md.Topics[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+	if d, ok := md.Topics[topic]; !ok || cluster.TopicMissing(d.Err) {
 		return res, errTopicMissing
 	} else if d.Err != nil {
 		return res, fmt.Errorf("describing %s: %w", topic, d.Err)
@@ -86,26 +86,16 @@ func readPartition(ctx context.Context, newClient ClientFunc, topic string, part
 	if from >= 0 && wantID != zero && res.TopicID != zero && wantID != res.TopicID {
 		return res, fmt.Errorf("%s was recreated (id %s, was %s): %w", topic, res.TopicID, wantID, errPositionGone)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
+	starts, ends, err := cluster.ListOffsets(ctx, adm, false, topic)
+	if cluster.TopicMissing(err) {
+		return res, errTopicMissing
 	}
 	if err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return res, errTopicMissing
-		}
-		return res, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+		return res, err
 	}
 	end, ok := ends.Lookup(topic, partition)
 	if !ok {
 		return res, fmt.Errorf("topic %s has no partition %d", topic, partition)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return res, fmt.Errorf("listing start offsets of %s: %w", topic, err)
 	}
 	start, _ := starts.Lookup(topic, partition)
 	res.Start, res.End = start.Offset, end.Offset

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -64,7 +65,7 @@ func TestReadPartitionLarge(t *testing.T) {
 	}
 
 	// The same topic through the round's decoder into MM2's 64-slot store.
-	j := &Job{opts: Options{SourceAlias: "a", TargetAlias: "b"}, source: dial, syncsTopic: topic}
+	j := &Job{opts: Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}}, source: dial, syncsTopic: topic}
 	if err := j.opts.withDefaults(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/shared/policy"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 func TestMoreRecent(t *testing.T) {
@@ -46,7 +47,7 @@ func TestRenameTopic(t *testing.T) {
 		{policy.NewIdentity("A", ".", true), "orders", "orders"},
 		{policy.NewIdentity("A", ".", true), "heartbeats", "A.heartbeats"},
 	} {
-		j := &Job{opts: Options{SourceAlias: "A", TargetAlias: "B", Policy: tc.pol}}
+		j := &Job{opts: Options{Flow: round.Flow{SourceAlias: "A", TargetAlias: "B", Policy: tc.pol}}}
 		if got := j.renameTopic(tc.topic); got != tc.out {
 			t.Errorf("%T: rename %q = %q, want %q", tc.pol, tc.topic, got, tc.out)
 		}

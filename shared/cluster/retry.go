@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,24 +28,16 @@ import (
 // TLS/SASL mismatch), and every non-retriable Kafka error (authentication, authorization, an
 // invalid request). A canceled context is not retriable either.
 func Retriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || settingsMistake(err) {
 		return false
 	}
 	var (
-		unknownCA  x509.UnknownAuthorityError
-		invalid    x509.CertificateInvalidError
-		hostname   x509.HostnameError
-		recordHdr  tls.RecordHeaderError
-		alert      tls.AlertError
-		verify     *tls.CertificateVerificationError
-		firstRead  *kgo.ErrFirstReadEOF
 		kafkaError *kerr.Error
+		shards     *kadm.ShardErrors
 	)
 	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &hostname),
-		errors.As(err, &recordHdr), errors.As(err, &alert), errors.As(err, &verify),
-		errors.As(err, &firstRead):
-		return false
+	case errors.As(err, &shards) && shardsRetriable(shards):
+		return true
 	case errors.As(err, &kafkaError):
 		// A KRaft broker that restarted or hung is fenced until it has caught up with the
 		// controller; meanwhile CreateTopics answers INVALID_REPLICATION_FACTOR ("larger than the
@@ -58,12 +51,50 @@ func Retriable(err error) bool {
 		errors.Is(err, syscall.EPIPE)
 }
 
+// settingsMistake reports the network errors that come from wrong settings: TLS certificate
+// and handshake failures, and a connection the broker closes on the first read (a TLS/SASL
+// mismatch).
+func settingsMistake(err error) bool {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		hostname  x509.HostnameError
+		recordHdr tls.RecordHeaderError
+		alert     tls.AlertError
+		verify    *tls.CertificateVerificationError
+		firstRead *kgo.ErrFirstReadEOF
+	)
+	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &recordHdr) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		errors.As(err, &firstRead)
+}
+
+// shardsRetriable reports whether every failed piece of a kadm request is worth trying again:
+// its error is retriable, or the piece failed before it was mapped to a broker (node -1) with
+// a client-side error such as franz-go's "unknown broker", which a partition gets while its
+// leader (a broker that hung or restarts) is out of the metadata. A Kafka error on such a piece
+// still counts as itself (an authorization failure in the metadata is not retried).
+func shardsRetriable(se *kadm.ShardErrors) bool {
+	for _, s := range se.Errs {
+		var ke *kerr.Error
+		if Retriable(s.Err) || (s.Broker.NodeID == -1 && !errors.As(s.Err, &ke)) {
+			continue
+		}
+		return false
+	}
+	return len(se.Errs) > 0
+}
+
 // Backoff is a bounded exponential backoff: the first wait is Initial, each next one doubles up
 // to Max, each with up to 20 % jitter, and no attempt starts after Budget has passed since the
 // first one (0: only the context bounds the attempts).
 type Backoff struct {
 	Initial, Max, Budget time.Duration
 }
+
+// firstReadRetries is how many times Retry tries again after a connection the broker closed on
+// its first read (about 3 s with DefaultBackoff).
+const firstReadRetries = 3
 
 // DefaultBackoff starts at 200 ms, waits at most 5 s between attempts, and gives up after 2
 // minutes: long enough to ride out a broker restart or a hang of half a minute.
@@ -83,10 +114,21 @@ func Retry(ctx context.Context, logger *slog.Logger, what string, b Backoff, fn 
 	}
 	start := time.Now()
 	wait := b.Initial
+	firstReads := 0
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !Retriable(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			return err
+		}
+		if !Retriable(err) {
+			// A connection closed by the broker on its first read is a TLS/SASL mismatch, or a
+			// broker shutting down or starting up (a restart): it is tried again a few times
+			// only, so that a mismatch still ends with its own error within seconds.
+			var firstRead *kgo.ErrFirstReadEOF
+			if !errors.As(err, &firstRead) || firstReads >= firstReadRetries {
+				return err
+			}
+			firstReads++
 		}
 		d := wait + time.Duration(rand.Int64N(int64(wait)/5+1))
 		if b.Budget > 0 && time.Since(start)+d > b.Budget {

@@ -260,3 +260,34 @@ func serving(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
 	}
 	return true, nil
 }
+
+// ListOffsets returns the start and end offsets of every partition of topics. With committed
+// the end is the last stable offset (what a read_committed consumer can reach), else the high
+// watermark. A missing topic fails with an error that matches kerr.UnknownTopicOrPartition
+// (errors.Is); so does every partition error, wrapped with what was listed.
+func ListOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
+	what := strings.Join(topics, ", ")
+	starts, err = adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing start offsets of %s: %w", what, err)
+	}
+	if committed {
+		ends, err = adm.ListCommittedOffsets(ctx, topics...)
+	} else {
+		ends, err = adm.ListEndOffsets(ctx, topics...)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing end offsets of %s: %w", what, err)
+	}
+	return starts, ends, nil
+}
+
+// TopicMissing reports whether err says a topic (or its partition) does not exist:
+// UNKNOWN_TOPIC_OR_PARTITION from a metadata, list-offsets or fetch answer.
+func TopicMissing(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }

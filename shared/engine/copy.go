@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Positions (and due offset syncs) are written while copying at least every
@@ -823,7 +825,7 @@ func (c *copier) sourceAnswers(ctx context.Context) bool {
 func (e *Engine) sourceAnswers(ctx context.Context, topics ...string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, _, err := listOffsetsOnce(ctx, e.srcAdm, false, topics...)
+	_, _, err := cluster.ListOffsets(ctx, e.srcAdm, false, topics...)
 	if err != nil {
 		e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -136,13 +135,10 @@ type Options struct {
 }
 
 func (o *Options) withDefaults() error {
-	if o.SourceAlias == "" || o.TargetAlias == "" {
-		return errors.New("engine options: source and target aliases are required")
-	}
-	if o.Policy == nil {
-		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
-	}
 	var err error
+	if o.Policy, err = policy.CheckFlow("engine options", o.SourceAlias, o.TargetAlias, o.Policy); err != nil {
+		return err
+	}
 	if o.Topics, err = filter.TopicsOrDefault(o.Topics); err != nil {
 		return err
 	}
@@ -156,13 +152,8 @@ func (o *Options) withDefaults() error {
 	if o.ReplicationFactor == 0 {
 		o.ReplicationFactor = -1
 	}
-	switch strings.ToLower(o.OffsetSyncsTopicLocation) {
-	case "", SyncsOnSource:
-		o.OffsetSyncsTopicLocation = SyncsOnSource
-	case SyncsOnTarget:
-		o.OffsetSyncsTopicLocation = SyncsOnTarget
-	default:
-		return fmt.Errorf("engine options: offset-syncs.topic.location %q: want source or target", o.OffsetSyncsTopicLocation)
+	if o.OffsetSyncsTopicLocation, err = policy.SyncsLocation("engine options", o.OffsetSyncsTopicLocation); err != nil {
+		return err
 	}
 	if o.OffsetSyncsTopicReplicationFactor == 0 {
 		o.OffsetSyncsTopicReplicationFactor = -1

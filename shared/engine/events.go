@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Event-driven entry points (mirror serve): a record event asks that its offset be durable on
@@ -71,7 +73,7 @@ func (e *Engine) Next(ctx context.Context, topic string, partition int32) (next 
 	if !has {
 		return 0, false, nil
 	}
-	_, ends, err := listOffsetsOnce(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, topic)
+	_, ends, err := cluster.ListOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, topic)
 	if err != nil {
 		return 0, false, fmt.Errorf("source: %w", err)
 	}

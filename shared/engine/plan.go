@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"sort"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -331,7 +329,7 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 		tp := TopicPlan{Topic: t, Action: ActionExists}
 		d, ok := md.Topics[t.Remote]
 		switch {
-		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		case !ok || cluster.TopicMissing(d.Err):
 			tp.Action, tp.ReplicationFactor = ActionCreate, e.opts.ReplicationFactor
 			create = append(create, t.Source)
 		case d.Err != nil:

@@ -252,7 +252,7 @@ func (e *Engine) readWindow(ctx context.Context, topic string, from map[int32]kg
 // Transient errors (a topic just created, a leader moving) are retried for a few seconds.
 func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
 	for attempt := 0; ; attempt++ {
-		starts, ends, err = listOffsetsOnce(ctx, adm, committed, topics...)
+		starts, ends, err = cluster.ListOffsets(ctx, adm, committed, topics...)
 		if err == nil || attempt >= 50 || !kerr.IsRetriable(err) {
 			return starts, ends, err
 		}
@@ -262,26 +262,4 @@ func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics .
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func listOffsetsOnce(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
-	starts, err = adm.ListStartOffsets(ctx, topics...)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing start offsets: %w", err)
-	}
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topics...)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topics...)
-	}
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing end offsets: %w", err)
-	}
-	return starts, ends, nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // maxConcurrentCopies is how many shared copies CopyPartition runs at once. Each has its own
@@ -335,7 +337,7 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 		return nil
 	}
 	names := slices.Sorted(maps.Keys(topics))
-	_, ends, err := listOffsetsOnce(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
+	_, ends, err := cluster.ListOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
 	if err != nil {
 		e.log.Debug("sweep skipped: listing source end offsets", "err", err)
 		return nil

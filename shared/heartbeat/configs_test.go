@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/heartbeat"
+
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // TestCreatedTopicConfigs: MM2 creates "heartbeats" compacted; a cluster without compaction
@@ -31,7 +33,7 @@ func TestCreatedTopicConfigs(t *testing.T) {
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			j, err := heartbeat.New(ctx, heartbeat.Options{SourceAlias: "a", TargetAlias: "b", TargetTopicConfigs: tc.configs, DisableReverse: true},
+			j, err := heartbeat.New(ctx, heartbeat.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}, TargetTopicConfigs: tc.configs, DisableReverse: true},
 				dial("127.0.0.1:1"), dial(c.ListenAddrs()[0]), nil)
 			if err != nil {
 				t.Fatal(err)

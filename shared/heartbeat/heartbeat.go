@@ -20,94 +20,17 @@ package heartbeat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
-	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/shared/mm2"
-	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/shared/round"
 )
-
-// ClientFunc builds a franz-go client for one cluster with extra options
-// (cluster.Dialer makes one from a cluster's settings).
-type ClientFunc = cluster.ClientFunc
-
-// Options configure a Job. Zero values mean the default named in each field's comment.
-type Options struct {
-	// SourceAlias and TargetAlias are the flow's cluster aliases. Required.
-	SourceAlias, TargetAlias string
-	// Policy names the remote heartbeats topic. Nil means MM2's
-	// DefaultReplicationPolicy.
-	Policy policy.Policy
-	// HeartbeatsTopicReplicationFactor for created heartbeats topics; 0 or -1
-	// means the broker's default.
-	HeartbeatsTopicReplicationFactor int16
-	// TargetTopicConfigs and SourceTopicConfigs are the configs of a created
-	// heartbeats topic on each cluster. Nil means cleanup.policy=compact, as
-	// MM2 creates it; an Event Hubs namespace without compaction gets an
-	// empty map (cluster.Profile).
-	TargetTopicConfigs, SourceTopicConfigs map[string]*string
-	// DisableHeartbeats is emit.heartbeats.enabled=false: no heartbeat to the
-	// target.
-	DisableHeartbeats bool
-	// DisableReverse turns off the reverse heartbeat to the source (MM2:
-	// target->source.emit.heartbeats.enabled=false).
-	DisableReverse bool
-	// WriteConnectOffsets writes MM2's MirrorHeartbeatConnector source offset
-	// (["MirrorHeartbeatConnector",{"sourceClusterAlias":s,"targetClusterAlias":t}]
-	// = {"offset":0}) next to each heartbeat, into the Connect offsets topic
-	// of the herder s->t on the cluster written to, when that topic exists.
-	WriteConnectOffsets bool
-	// OffsetStorageTopic is the Connect offsets topic of the flow on the
-	// target; "" means mm2-offsets.<SourceAlias>.internal. The reverse
-	// heartbeat's is mm2-offsets.<TargetAlias>.internal on the source.
-	OffsetStorageTopic string
-	// Metrics records the replication latency each round measures; nil
-	// records nothing.
-	Metrics *metrics.Recorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// ExplainConnectError, if set, rewrites a round's failure to reach the target into a
-	// message naming its alias and bootstrap servers (config.Config.ConnectError).
-	ExplainConnectError func(cluster string, err error) error
-}
-
-// Validate checks the options as New does, without building anything.
-func (o Options) Validate() error { return o.withDefaults() }
-
-func (o *Options) withDefaults() error {
-	if err := policy.CheckAliases("heartbeat options", o.SourceAlias, o.TargetAlias); err != nil {
-		return err
-	}
-	if o.Policy == nil {
-		o.Policy = policy.NewDefault(policy.DefaultSeparator, true)
-	}
-	compact := "compact"
-	if o.TargetTopicConfigs == nil {
-		o.TargetTopicConfigs = map[string]*string{"cleanup.policy": &compact}
-	}
-	if o.SourceTopicConfigs == nil {
-		o.SourceTopicConfigs = map[string]*string{"cleanup.policy": &compact}
-	}
-	if o.HeartbeatsTopicReplicationFactor == 0 {
-		o.HeartbeatsTopicReplicationFactor = -1
-	}
-	if o.OffsetStorageTopic == "" {
-		o.OffsetStorageTopic = "mm2-offsets." + o.SourceAlias + ".internal"
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return nil
-}
 
 // UnavailableError reports that a cluster of the flow could not be reached:
 // the round did nothing and should be retried later (serve answers 503).
@@ -152,15 +75,11 @@ type Heartbeat struct {
 // Job runs heartbeat rounds for one flow; its clients are kept between
 // rounds. A Job runs one round at a time.
 type Job struct {
-	opts           Options
-	log            *slog.Logger
-	target         ClientFunc
-	src, tgt       *kgo.Client
-	srcAdm, tgtAdm *kadm.Client
-	gate           *round.Gate // one round at a time (Handle)
-	// describe explains a connection error (cluster.ConnectError); nil
-	// leaves errors as they are.
-	describe func(cluster string, err error) error
+	opts          Options
+	log           *slog.Logger
+	target        ClientFunc
+	round.Clients             // kept between rounds; Close releases them
+	gate          *round.Gate // one round at a time (Handle)
 }
 
 // New returns a Job for the flow described by opts. Nothing is sent before
@@ -169,47 +88,23 @@ func New(ctx context.Context, opts Options, source, target ClientFunc, logger *s
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	if source == nil || target == nil {
-		return nil, errors.New("heartbeat: source and target client functions are required")
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	// A short metadata cache: kadm answers from it, and a topic created a
 	// moment ago (by this job, the mirror function or MM2) must be seen.
 	prod := []kgo.Opt{kgo.MetadataMinAge(100 * time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
-	src, err := source(ctx, prod...)
+	clients, err := round.Dial(ctx, "heartbeat", source, target, opts.SourceAlias, opts.TargetAlias, prod, prod)
 	if err != nil {
-		return nil, fmt.Errorf("source cluster %q client: %w", opts.SourceAlias, err)
-	}
-	tgt, err := target(ctx, prod...)
-	if err != nil {
-		src.Close()
-		return nil, fmt.Errorf("target cluster %q client: %w", opts.TargetAlias, err)
+		return nil, err
 	}
 	j := &Job{
-		opts: opts, log: logger, target: target,
-		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-		gate: round.NewGate("heartbeat", opts.Metrics), describe: opts.ExplainConnectError,
+		opts: opts, log: logger, target: target, Clients: clients,
+		gate: round.NewGate("heartbeat", opts.Metrics),
 	}
 	j.gate.Logger = logger
 	return j, nil
 }
-
-// Close releases the job's clients.
-func (j *Job) Close() {
-	j.src.Close()
-	j.tgt.Close()
-}
-
-// LatencyTopic is the remote heartbeats topic whose newest record gives the
-// replication latency: <source>.heartbeats with the default policy.
-func (j *Job) LatencyTopic() string {
-	return j.opts.Policy.FormatRemoteTopic(j.opts.SourceAlias, j.opts.Policy.HeartbeatsTopic())
-}
-
-// pingTimeout bounds the reachability check at the start of a round.
-const pingTimeout = 15 * time.Second
 
 // Round writes this round's heartbeats and measures the replication latency.
 func (j *Job) Round(ctx context.Context) (*Summary, error) {
@@ -229,8 +124,8 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		configs     map[string]*string
 	}
 	sides := []side{
-		{"target", j.opts.TargetAlias, j.tgt, j.tgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats, j.opts.TargetTopicConfigs},
-		{"source", j.opts.SourceAlias, j.src, j.srcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse, j.opts.SourceTopicConfigs},
+		{"target", j.opts.TargetAlias, j.Tgt, j.TgtAdm, mm2.Heartbeat{SourceAlias: j.opts.SourceAlias, TargetAlias: j.opts.TargetAlias}, !j.opts.DisableHeartbeats, j.opts.TargetTopicConfigs},
+		{"source", j.opts.SourceAlias, j.Src, j.SrcAdm, mm2.Heartbeat{SourceAlias: j.opts.TargetAlias, TargetAlias: j.opts.SourceAlias}, !j.opts.DisableReverse, j.opts.SourceTopicConfigs},
 	}
 	if err := j.ping(ctx); err != nil {
 		return sum, err
@@ -286,18 +181,7 @@ const reverseTimeout = 30 * time.Second
 // ping checks that the target answers a metadata request. A round needs
 // only the target: the source may be down (a failover) and the round still
 // writes the forward heartbeat and measures.
-func (j *Job) ping(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if _, err := j.tgtAdm.BrokerMetadata(pctx); err != nil {
-		// Also when ctx ran out: the cluster did not answer in time.
-		if j.describe != nil {
-			err = j.describe("target", err)
-		}
-		return &UnavailableError{Cluster: "target", Alias: j.opts.TargetAlias, Err: err}
-	}
-	return nil
-}
+func (j *Job) ping(ctx context.Context) error { return j.Clients.Ping(ctx, &j.opts.Flow, false) }
 
 func (j *Job) emit(ctx context.Context, name, alias string, cl *kgo.Client, adm *kadm.Client, hb mm2.Heartbeat, configs map[string]*string) (Written, error) {
 	topic := j.opts.Policy.HeartbeatsTopic()
@@ -326,105 +210,6 @@ func fromMM2(h mm2.Heartbeat) Heartbeat {
 // tailRecords is how many records from the end of each partition of the
 // remote heartbeats topic are examined.
 const tailRecords = 256
-
-// newestReplicated returns the newest decodable heartbeat among the last
-// records of the remote heartbeats topic on the target, nil if none. A
-// heartbeat keyed {target, source} (this flow's reverse heartbeat) wins over
-// any other.
-func (j *Job) newestReplicated(ctx context.Context) (*Heartbeat, error) {
-	topic := j.LatencyTopic()
-	// A fresh client: the job's own may have cached that the topic did not
-	// exist a moment ago.
-	cl, err := j.target(ctx, kgo.KeepControlRecords())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		j.log.Debug("no remote heartbeats topic on the target", "topic", topic)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start offsets of %s on target %q: %w", topic, j.opts.TargetAlias, err)
-	}
-	from := map[int32]kgo.Offset{}
-	want := map[int32]int64{} // partition -> end offset still to reach
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(o.Topic, o.Partition)
-		if o.Offset <= s.Offset {
-			return
-		}
-		at := max(s.Offset, o.Offset-tailRecords)
-		from[o.Partition] = kgo.NewOffset().At(at)
-		want[o.Partition] = o.Offset
-	})
-	j.log.Debug("reading the newest replicated heartbeats", "topic", topic, "ends", want)
-	if len(from) == 0 {
-		return nil, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
-	var newest, newestOwn *Heartbeat
-	for len(want) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return nil, fmt.Errorf("reading %s on target %q: %w", topic, j.opts.TargetAlias, ferr)
-		}
-		if fs.NumRecords() == 0 {
-			break // the last offsets are gone; use what was read
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if r.Offset >= end-1 {
-				delete(want, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			h, err := mm2.DecodeHeartbeat(r.Key, r.Value)
-			if err != nil {
-				return
-			}
-			hb := fromMM2(h)
-			if newest == nil || h.Timestamp > newest.Timestamp {
-				newest = &hb
-			}
-			own := h.SourceAlias == j.opts.TargetAlias && h.TargetAlias == j.opts.SourceAlias
-			if own && (newestOwn == nil || h.Timestamp > newestOwn.Timestamp) {
-				newestOwn = &hb
-			}
-		})
-	}
-	if newestOwn != nil {
-		return newestOwn, nil
-	}
-	return newest, nil
-}
 
 // writeConnectOffset writes the heartbeat connector's Connect source offset
 // to the Connect offsets topic of herder hb.SourceAlias->hb.TargetAlias on the

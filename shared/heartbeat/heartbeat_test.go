@@ -17,6 +17,7 @@ import (
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/heartbeat"
 	"github.com/mm2go/mm2go/shared/mm2"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -71,8 +72,8 @@ func TestRound(t *testing.T) {
 	t0 := clk.now()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	j, err := heartbeat.New(context.Background(), heartbeat.Options{
-		SourceAlias: src, TargetAlias: tgt, HeartbeatsTopicReplicationFactor: 1, Now: clk.now,
-		WriteConnectOffsets: true, // once the engine has created the Connect offsets topic
+		Flow:                             round.Flow{SourceAlias: src, TargetAlias: tgt, Now: clk.now, WriteConnectOffsets: true}, // once the engine has created the Connect offsets topic
+		HeartbeatsTopicReplicationFactor: 1,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestRoundOptions(t *testing.T) {
 // TestRoundUnavailable reports an unreachable cluster as UnavailableError.
 func TestRoundUnavailable(t *testing.T) {
 	c := testkit.Require(t)
-	j, err := heartbeat.New(context.Background(), heartbeat.Options{SourceAlias: "a", TargetAlias: "b"},
+	j, err := heartbeat.New(context.Background(), heartbeat.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}},
 		dial(c.Source.Bootstrap), dial("127.0.0.1:1"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,8 @@ func TestRoundUnavailable(t *testing.T) {
 func TestRoundSourceDown(t *testing.T) {
 	c := testkit.Require(t)
 	j, err := heartbeat.New(context.Background(), heartbeat.Options{
-		SourceAlias: testkit.Name(t, "s"), TargetAlias: testkit.Name(t, "t"), HeartbeatsTopicReplicationFactor: 1,
+		Flow:                             round.Flow{SourceAlias: testkit.Name(t, "s"), TargetAlias: testkit.Name(t, "t")},
+		HeartbeatsTopicReplicationFactor: 1,
 	}, dial("127.0.0.1:1"), dial(c.Target.Bootstrap), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
 )
@@ -88,26 +88,31 @@ func (o *Ops) client(side engine.Side) (*kgo.Client, *kadm.Client) {
 // partRange is a range [From, To) of offsets of one partition.
 type partRange struct{ From, To int64 }
 
+// flowOffsets are the start and end offsets of a replicated topic's partitions on both
+// sides; the target's maps are nil while the remote topic does not exist.
+type flowOffsets struct {
+	srcStarts, srcEnds, tgtStarts, tgtEnds map[int32]int64
+}
+
+// bothOffsets lists the offsets of t on the source and of its remote topic on the target.
+func (o *Ops) bothOffsets(ctx context.Context, t engine.Topic) (f flowOffsets, err error) {
+	if f.srcStarts, f.srcEnds, err = o.offsets(ctx, engine.Source, t.Source); err != nil {
+		return f, err
+	}
+	f.tgtStarts, f.tgtEnds, err = o.offsets(ctx, engine.Target, t.Remote)
+	return f, err
+}
+
 // offsets returns start and end offsets of every partition of topic on side; a missing topic
 // gives nil maps and no error.
 func (o *Ops) offsets(ctx context.Context, side engine.Side, topic string) (starts, ends map[int32]int64, err error) {
 	_, adm := o.client(side)
-	s, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = s.Error()
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	s, e, err := cluster.ListOffsets(ctx, adm, false, topic)
+	if cluster.TopicMissing(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing start offsets of %q on %s: %w", topic, side, err)
-	}
-	e, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = e.Error()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing end offsets of %q on %s: %w", topic, side, err)
+		return nil, nil, fmt.Errorf("%s: %w", side, err)
 	}
 	starts, ends = map[int32]int64{}, map[int32]int64{}
 	s.Each(func(l kadm.ListedOffset) { starts[l.Partition] = l.Offset })
@@ -237,7 +242,7 @@ func (o *Ops) partitionCount(ctx context.Context, side engine.Side, topic string
 		return 0, fmt.Errorf("describing %q on %s: %w", topic, side, err)
 	}
 	d, ok := md.Topics[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+	if !ok || cluster.TopicMissing(d.Err) {
 		return 0, nil
 	}
 	if d.Err != nil {

@@ -21,6 +21,23 @@ func ms(v int64) string {
 	return (time.Duration(v) * time.Millisecond).Round(time.Millisecond).String()
 }
 
+// cells renders a sync as upstream->downstream and its age; "-" twice when there is none.
+func (s *SyncInfo) cells() (pair, age string) {
+	if s == nil {
+		return "-", "-"
+	}
+	return fmt.Sprintf("%d->%d", s.Upstream, s.Downstream), ms(s.AgeMS)
+}
+
+// cells renders a checkpoint as upstream->downstream and its age; "-" twice when there is
+// none.
+func (c *CheckpointInfo) cells() (pair, age string) {
+	if c == nil {
+		return "-", "-"
+	}
+	return fmt.Sprintf("%d->%d", c.Upstream, c.Downstream), ms(c.AgeMS)
+}
+
 func optInt(p *int64) string {
 	if p == nil {
 		return "-"
@@ -35,30 +52,18 @@ func (s *Status) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "positions %s (target), offset syncs %s (%s), checkpoints %s (target)\n\n", s.OffsetsTopic, s.OffsetSyncsTopic, s.OffsetSyncsCluster, s.CheckpointsTopic)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREMOTE\tPOSITION\tSOURCE END\tLAG\tLAG TIME\tTARGET END\tLAST SYNC (UP->DOWN)\tSYNC AGE")
 	for _, p := range s.Partitions {
-		sync, age := "-", "-"
-		if p.LastSync != nil {
-			sync = fmt.Sprintf("%d->%d", p.LastSync.Upstream, p.LastSync.Downstream)
-			age = ms(p.LastSync.AgeMS)
-		}
-		tend := "-"
-		if p.TargetEnd >= 0 {
-			tend = fmt.Sprint(p.TargetEnd)
-		}
+		sync, age := p.LastSync.cells()
 		lagTime := "-"
 		if p.LagMS != nil {
 			lagTime = ms(*p.LagMS)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, p.Remote, optInt(p.Position), p.SourceEnd, p.Lag, lagTime, tend, sync, age)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, p.Remote, optInt(p.Position), p.SourceEnd, p.Lag, lagTime, neg(p.TargetEnd), sync, age)
 	}
 	fmt.Fprintf(tw, "total lag\t\t\t\t\t%d\n\n", s.TotalLag)
 	if len(s.Groups) > 0 {
 		fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tSOURCE COMMITTED\tCHECKPOINT (UP->DOWN)\tCHECKPOINT AGE\tTARGET COMMITTED\tFAILOVER RE-READS")
 		for _, g := range s.Groups {
-			cp, age := "-", "-"
-			if g.Checkpoint != nil {
-				cp = fmt.Sprintf("%d->%d", g.Checkpoint.Upstream, g.Checkpoint.Downstream)
-				age = ms(g.Checkpoint.AgeMS)
-			}
+			cp, age := g.Checkpoint.cells()
 			rr := "-"
 			if g.ReReads >= 0 {
 				rr = fmt.Sprint(g.ReReads)

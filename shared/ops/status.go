@@ -163,19 +163,15 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 	}
 
 	for _, t := range topics {
-		starts, ends, err := o.offsets(ctx, engine.Source, t.Source)
+		off, err := o.bothOffsets(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		_, tends, err := o.offsets(ctx, engine.Target, t.Remote)
-		if err != nil {
-			return nil, err
-		}
-		if tends == nil {
+		if off.tgtEnds == nil {
 			st.Notes = append(st.Notes, fmt.Sprintf("remote topic %s does not exist on the target yet", t.Remote))
 		}
 		for p := int32(0); p < t.Partitions; p++ {
-			ps := PartitionStatus{Topic: t.Source, Remote: t.Remote, Partition: p, SourceStart: starts[p], SourceEnd: ends[p], TargetEnd: -1}
+			ps := PartitionStatus{Topic: t.Source, Remote: t.Remote, Partition: p, SourceStart: off.srcStarts[p], SourceEnd: off.srcEnds[p], TargetEnd: -1}
 			next := ps.SourceStart
 			if pos, ok := positions[engine.TP{Topic: t.Source, Partition: p}]; ok {
 				ps.Position = &pos
@@ -187,7 +183,7 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 			}
 			ps.Lag = max(0, ps.SourceEnd-next)
 			st.TotalLag += ps.Lag
-			if e, ok := tends[p]; ok {
+			if e, ok := off.tgtEnds[p]; ok {
 				ps.TargetEnd = e
 			}
 			if s, ok := syncs[engine.TP{Topic: t.Source, Partition: p}]; ok {

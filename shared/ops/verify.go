@@ -147,14 +147,11 @@ func (o *Ops) Verify(ctx context.Context, vo VerifyOptions) (*Verification, erro
 	}
 	v := &Verification{Source: o.opts.SourceAlias, Target: o.opts.TargetAlias, Partitions: []PartitionVerify{}}
 	for _, t := range topics {
-		sStarts, sEnds, err := o.offsets(ctx, engine.Source, t.Source)
+		off, err := o.bothOffsets(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		tStarts, tEnds, err := o.offsets(ctx, engine.Target, t.Remote)
-		if err != nil {
-			return nil, err
-		}
+		sStarts, sEnds, tStarts, tEnds := off.srcStarts, off.srcEnds, off.tgtStarts, off.tgtEnds
 		for p := int32(0); p < t.Partitions; p++ {
 			tp := engine.TP{Topic: t.Source, Partition: p}
 			pv := PartitionVerify{Topic: t.Source, Remote: t.Remote, Partition: p, SourceFrom: sStarts[p], TargetFrom: -1, TargetTo: -1}

@@ -307,8 +307,34 @@ func CheckAliases(what, source, target string) error {
 	return nil
 }
 
+// CheckFlow checks a flow's aliases as CheckAliases does and returns p, or MM2's default
+// replication policy (DefaultReplicationPolicy, separator ".") when p is nil: the defaults
+// every job's options share.
+func CheckFlow(what, source, target string, p Policy) (Policy, error) {
+	if err := CheckAliases(what, source, target); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		p = NewDefault(DefaultSeparator, true)
+	}
+	return p, nil
+}
+
 // Offset-syncs topic locations: the values of MM2's offset-syncs.topic.location.
 const (
 	SyncsOnSource = "source"
 	SyncsOnTarget = "target"
 )
+
+// SyncsLocation normalises an offset-syncs.topic.location value: SyncsOnSource (also for
+// ""), SyncsOnTarget, or an error naming the setting; what names the options ("engine
+// options").
+func SyncsLocation(what, v string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", SyncsOnSource:
+		return SyncsOnSource, nil
+	case SyncsOnTarget:
+		return SyncsOnTarget, nil
+	}
+	return "", fmt.Errorf("%s: offset-syncs.topic.location %q: want source or target", what, v)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -70,8 +71,11 @@ func TestCheckpointAfterMirrorBurst(t *testing.T) {
 		}
 	}
 	j, err := checkpoint.New(context.Background(), checkpoint.Options{
-		SourceAlias: src, TargetAlias: tgt, Topics: topics, Groups: groups,
-		CheckpointsTopicReplicationFactor: 1, SyncGroupOffsets: true,
+		Flow:                              round.Flow{SourceAlias: src, TargetAlias: tgt},
+		Topics:                            topics,
+		Groups:                            groups,
+		CheckpointsTopicReplicationFactor: 1,
+		SyncGroupOffsets:                  true,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), nil)
 	if err != nil {
 		t.Fatal(err)

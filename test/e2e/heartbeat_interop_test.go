@@ -16,6 +16,7 @@ import (
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/heartbeat"
+	"github.com/mm2go/mm2go/shared/round"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -36,7 +37,8 @@ func TestHeartbeatInteropWithMM2Tools(t *testing.T) {
 		}
 	}
 	j, err := heartbeat.New(context.Background(), heartbeat.Options{
-		SourceAlias: src, TargetAlias: tgt, HeartbeatsTopicReplicationFactor: 1,
+		Flow:                             round.Flow{SourceAlias: src, TargetAlias: tgt},
+		HeartbeatsTopicReplicationFactor: 1,
 	}, dial(c.Source.Bootstrap), dial(c.Target.Bootstrap), logger)
 	if err != nil {
 		t.Fatal(err)
