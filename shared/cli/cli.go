@@ -133,19 +133,26 @@ const DefaultMemoryLimit = 40 << 20
 // earlier whenever the heap nears it.
 const DefaultGCPercent = 400
 
-// DefaultMaxProcs is the GOMAXPROCS Main sets when GOMAXPROCS is not set. A copy is bound by
-// the brokers and the network, not by its own CPU: with one P its goroutines (fetch loop,
-// franz-go's connections and promises) hand records to each other on one thread, without the
-// wake-ups of idle threads, work stealing and locks bouncing between cores that a second P
-// brings. On 1M x 512 B (plain and zstd) that cut the CPU per GB by a sixth with no loss of
-// rate on a 2-core machine shared with both brokers. GOMAXPROCS=2 or more gives a process more
-// cores (a wide compressed or TLS flow on a machine of its own may want them).
+// DefaultMaxProcs is the GOMAXPROCS Main sets when GOMAXPROCS is not set and the runtime's own
+// default is at most SmallMaxProcs. A copy is bound by the brokers and the network, not by its
+// own CPU: with one P its goroutines (fetch loop, franz-go's connections and promises) hand
+// records to each other on one thread, without the wake-ups of idle threads, work stealing and
+// locks bouncing between cores that a second P brings. On 1M x 512 B (plain and zstd) that cut
+// the CPU per GB by a sixth with no loss of rate (docs/performance.md).
 const DefaultMaxProcs = 1
 
-// setMaxProcs applies DefaultMaxProcs unless GOMAXPROCS is set (the runtime applied that one).
-// It returns the GOMAXPROCS set, or -1 if it left the runtime's alone.
+// SmallMaxProcs is the largest runtime default GOMAXPROCS that Main lowers to DefaultMaxProcs.
+// Go's container-aware default is the cgroup CPU limit rounded up, but never below 2: a
+// function given 1 vCPU (or half of one) runs with 2 Ps and pays for the second. A process with
+// more than two cores, by its limit or its machine, keeps Go's default: a wide, compressed or
+// TLS flow there may use them.
+const SmallMaxProcs = 2
+
+// setMaxProcs applies DefaultMaxProcs unless GOMAXPROCS is set (the runtime applied that one)
+// or the runtime's default is above SmallMaxProcs. It returns the GOMAXPROCS set, or -1 if it
+// left the runtime's alone.
 func setMaxProcs(lookupEnv func(string) (string, bool)) int {
-	if _, ok := lookupEnv("GOMAXPROCS"); ok {
+	if _, ok := lookupEnv("GOMAXPROCS"); ok || runtime.GOMAXPROCS(0) > SmallMaxProcs {
 		return -1
 	}
 	runtime.GOMAXPROCS(DefaultMaxProcs)

@@ -44,11 +44,15 @@ func TestSetMaxProcs(t *testing.T) {
 	env := func(m map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	}
-	runtime.GOMAXPROCS(3)
-	if got := setMaxProcs(env(map[string]string{"GOMAXPROCS": "3"})); got != -1 || runtime.GOMAXPROCS(0) != 3 {
-		t.Errorf("with GOMAXPROCS set: setMaxProcs = %d, GOMAXPROCS %d; want -1 and 3 (the runtime's)", got, runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(2)
+	if got := setMaxProcs(env(map[string]string{"GOMAXPROCS": "2"})); got != -1 || runtime.GOMAXPROCS(0) != 2 {
+		t.Errorf("with GOMAXPROCS set: setMaxProcs = %d, GOMAXPROCS %d; want -1 and 2 (the runtime's)", got, runtime.GOMAXPROCS(0))
 	}
 	if got := setMaxProcs(env(nil)); got != DefaultMaxProcs || runtime.GOMAXPROCS(0) != DefaultMaxProcs {
-		t.Errorf("without GOMAXPROCS: setMaxProcs = %d, GOMAXPROCS %d; want %d", got, runtime.GOMAXPROCS(0), DefaultMaxProcs)
+		t.Errorf("without GOMAXPROCS, runtime default 2: setMaxProcs = %d, GOMAXPROCS %d; want %d", got, runtime.GOMAXPROCS(0), DefaultMaxProcs)
+	}
+	runtime.GOMAXPROCS(SmallMaxProcs + 2)
+	if got := setMaxProcs(env(nil)); got != -1 || runtime.GOMAXPROCS(0) != SmallMaxProcs+2 {
+		t.Errorf("without GOMAXPROCS, runtime default %d: setMaxProcs = %d, GOMAXPROCS %d; want -1 (the runtime's kept)", SmallMaxProcs+2, got, runtime.GOMAXPROCS(0))
 	}
 }
