@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -107,9 +108,15 @@ type App struct {
 // Unless the environment sets GOMEMLIMIT, Main sets the Go runtime's soft memory limit to
 // DefaultMemoryLimit, so the garbage collector keeps a function's resident memory small
 // (serverless memory is billed and capped) instead of letting the heap double between
-// collections.
+// collections; and unless it also sets GOGC, the collector's GOGC to DefaultGCPercent, so the
+// limit, not the small live heap, decides when it runs; and unless it sets GOMAXPROCS, Go's
+// GOMAXPROCS to DefaultMaxProcs (see docs/performance.md). MM2_CPU_PROFILE and
+// MM2_ALLOC_PROFILE write profiles of the process (startProfiles).
 func Main(app App) int {
 	setMemoryLimit(os.LookupEnv)
+	setMaxProcs(os.LookupEnv)
+	stopProfiles := startProfiles(os.LookupEnv, os.Stderr)
+	defer stopProfiles()
 	return Execute(context.Background(), app, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 }
 
@@ -118,13 +125,51 @@ func Main(app App) int {
 // per burst); the limit only makes the collector return garbage before the heap doubles.
 const DefaultMemoryLimit = 40 << 20
 
+// DefaultGCPercent is the GOGC Main sets with DefaultMemoryLimit when GOGC is not set. A copy's
+// live heap is a few MiB (records in flight, fetch buffers) while it allocates about its
+// bytes copied (franz-go reads every fetch response into a new buffer): at Go's GOGC=100 the
+// collector ran every few MiB allocated, some 100 times per GB, and took a fifth of a burst's
+// CPU. At 400 it runs about every 5x the live heap, and the memory limit still collects
+// earlier whenever the heap nears it.
+const DefaultGCPercent = 400
+
+// DefaultMaxProcs is the GOMAXPROCS Main sets when GOMAXPROCS is not set and the runtime's own
+// default is at most SmallMaxProcs. A copy is bound by the brokers and the network, not by its
+// own CPU: with one P its goroutines (fetch loop, franz-go's connections and promises) hand
+// records to each other on one thread, without the wake-ups of idle threads, work stealing and
+// locks bouncing between cores that a second P brings. On 1M x 512 B (plain and zstd) that cut
+// the CPU per GB by a sixth with no loss of rate (docs/performance.md).
+const DefaultMaxProcs = 1
+
+// SmallMaxProcs is the largest runtime default GOMAXPROCS that Main lowers to DefaultMaxProcs.
+// Go's container-aware default is the cgroup CPU limit rounded up, but never below 2: a
+// function given 1 vCPU (or half of one) runs with 2 Ps and pays for the second. A process with
+// more than two cores, by its limit or its machine, keeps Go's default: a wide, compressed or
+// TLS flow there may use them.
+const SmallMaxProcs = 2
+
+// setMaxProcs applies DefaultMaxProcs unless GOMAXPROCS is set (the runtime applied that one)
+// or the runtime's default is above SmallMaxProcs. It returns the GOMAXPROCS set, or -1 if it
+// left the runtime's alone.
+func setMaxProcs(lookupEnv func(string) (string, bool)) int {
+	if _, ok := lookupEnv("GOMAXPROCS"); ok || runtime.GOMAXPROCS(0) > SmallMaxProcs {
+		return -1
+	}
+	runtime.GOMAXPROCS(DefaultMaxProcs)
+	return DefaultMaxProcs
+}
+
 // setMemoryLimit applies DefaultMemoryLimit unless GOMEMLIMIT is set (the runtime already
-// applied that one). It returns the limit set, or -1 if it left the runtime's alone.
+// applied that one), and then DefaultGCPercent unless GOGC is set. It returns the limit set,
+// or -1 if it left the runtime's alone (GOGC too: a limit of one's own keeps Go's GOGC).
 func setMemoryLimit(lookupEnv func(string) (string, bool)) int64 {
 	if _, ok := lookupEnv("GOMEMLIMIT"); ok {
 		return -1
 	}
 	debug.SetMemoryLimit(DefaultMemoryLimit)
+	if _, ok := lookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(DefaultGCPercent)
+	}
 	return DefaultMemoryLimit
 }
 

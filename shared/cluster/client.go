@@ -394,9 +394,18 @@ func consumerProducerOpts(s Settings) []kgo.Opt {
 	opts = append(opts,
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(time.Duration(s.ProducerLingerMS)*time.Millisecond),
+		// Kafka's max.request.size default, not franz-go's 1000012: a record of 1,000,000
+		// bytes (which a Java producer, and so MM2, writes) fits, and batches fill 5% more.
+		// producer.max.request.size and the Event Hubs profile override it.
+		kgo.ProducerBatchMaxBytes(DefaultMaxRequestSize),
 	)
 	return opts
 }
+
+// DefaultMaxRequestSize is the largest record batch a producer writes unless
+// producer.max.request.size says otherwise: Kafka's max.request.size default (the broker's
+// message.max.bytes default, 1048588, takes it).
+const DefaultMaxRequestSize = 1 << 20
 
 // ClientFunc builds a franz-go client for one cluster, with extra options applied last.
 type ClientFunc func(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error)

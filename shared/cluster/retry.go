@@ -92,6 +92,10 @@ type Backoff struct {
 	Initial, Max, Budget time.Duration
 }
 
+// firstReadRetries is how many times Retry tries again after a connection the broker closed on
+// its first read (about 3 s with DefaultBackoff).
+const firstReadRetries = 3
+
 // DefaultBackoff starts at 200 ms, waits at most 5 s between attempts, and gives up after 2
 // minutes: long enough to ride out a broker restart or a hang of half a minute.
 var DefaultBackoff = Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Budget: 2 * time.Minute}
@@ -110,10 +114,21 @@ func Retry(ctx context.Context, logger *slog.Logger, what string, b Backoff, fn 
 	}
 	start := time.Now()
 	wait := b.Initial
+	firstReads := 0
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !Retriable(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			return err
+		}
+		if !Retriable(err) {
+			// A connection closed by the broker on its first read is a TLS/SASL mismatch, or a
+			// broker shutting down or starting up (a restart): it is tried again a few times
+			// only, so that a mismatch still ends with its own error within seconds.
+			var firstRead *kgo.ErrFirstReadEOF
+			if !errors.As(err, &firstRead) || firstReads >= firstReadRetries {
+				return err
+			}
+			firstReads++
 		}
 		d := wait + time.Duration(rand.Int64N(int64(wait)/5+1))
 		if b.Budget > 0 && time.Since(start)+d > b.Budget {

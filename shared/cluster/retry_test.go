@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestRetriable(t *testing.T) {
@@ -76,6 +77,29 @@ func TestRetry(t *testing.T) {
 	var rb *RetryBudgetError
 	if !errors.As(err, &rb) || !errors.Is(err, kerr.CoordinatorNotAvailable) || rb.Attempts < 2 {
 		t.Errorf("budget: %v", err)
+	}
+
+	// A connection closed on its first read (a restarting broker, or a TLS/SASL mismatch) is
+	// tried again a few times, then its own error ends the retries.
+	b.Budget = time.Minute
+	calls = 0
+	err = Retry(context.Background(), nil, "x", b, func(context.Context) error {
+		calls++
+		return fmt.Errorf("describing: %w", &kgo.ErrFirstReadEOF{})
+	})
+	var fr *kgo.ErrFirstReadEOF
+	if calls != 1+firstReadRetries || !errors.As(err, &fr) || errors.As(err, &rb) {
+		t.Errorf("first read EOF: %v after %d calls, want itself after %d", err, calls, 1+firstReadRetries)
+	}
+	calls = 0
+	err = Retry(context.Background(), nil, "x", b, func(context.Context) error {
+		if calls++; calls < 3 {
+			return &kgo.ErrFirstReadEOF{}
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("first read EOF then success: %v after %d calls", err, calls)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

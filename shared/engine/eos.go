@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // Exactly-once tuning: partitions copied at once (each has its own transactional producer and
@@ -173,10 +175,88 @@ func (r *eosRun) fenceAll(ctx context.Context, tps []TP) error {
 	return <-errs
 }
 
-// copyPartition copies one partition in transactions. The producer's epoch is obtained before
-// the position is read: that fences (and aborts the open transaction of) any older instance,
-// so the position read is final and no record is committed twice.
+// eosCommitBackoff bounds how long a partition's copy keeps starting over after a commit whose
+// outcome is unknown (a target broker restarting or hung under the EndTransaction).
+var eosCommitBackoff = cluster.DefaultBackoff
+
+// unsettledCommit is a transaction of one partition that failed with a retriable error while
+// being flushed or committed: whether it committed is unknown until a new producer with the
+// same transactional id has fenced it (which completes or aborts it) and the stored position
+// has been read back.
+type unsettledCommit struct {
+	last    int64 // the source offset whose position the transaction stores
+	end     int64 // the end (exclusive) the copy was planned to
+	budget  int64 // chunk records taken from the MaxRecords budget
+	records int64 // the chunk's records and bytes, counted if it committed
+	bytes   int64
+	// committed does what follows a confirmed commit (durable position, offset syncs,
+	// counts), for when the stored position shows that the transaction did commit.
+	committed func(context.Context) error
+	err       error
+}
+
+func (u *unsettledCommit) Error() string { return u.err.Error() }
+func (u *unsettledCommit) Unwrap() error { return u.err }
+
+// copyPartition copies one partition in transactions (copyAttempt). A transaction that met a
+// retriable error while it was committed (EndTransaction: connection refused by a restarting
+// target) is not retried with TryCommit, which franz-go refuses once the outcome is unknown:
+// the copy starts over with a new producer of the same transactional id, whose fencing
+// completes or aborts the transaction, reads the stored position back (never the one kept in
+// memory), and copies again from there. Each record is thus committed once whatever the
+// outcome was. After such a commit, every retriable error is retried this way, with
+// eosCommitBackoff, until the burst is stopped or the budget is spent; the error is then
+// returned (the run says "retry later").
 func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult, error) {
+	res, err := r.copyAttempt(ctx, stopCtx, tp, nil)
+	var pending *unsettledCommit
+	if !errors.As(err, &pending) {
+		return res, err
+	}
+	b := eosCommitBackoff
+	began, wait := time.Now(), b.Initial
+	for attempt := 1; ; attempt++ {
+		if time.Since(began)+wait > b.Budget {
+			return res, &cluster.RetryBudgetError{What: "exactly-once copy of " + tp.String(), Attempts: attempt, Elapsed: time.Since(began), Err: err}
+		}
+		r.e.log.Warn("exactly-once copy: retriable error; copying again from the stored position",
+			"partition", tp.String(), "attempt", attempt, "in", wait.String(), "err", err.Error())
+		t := time.NewTimer(wait)
+		select {
+		case <-stopCtx.Done():
+			t.Stop()
+			return res, err
+		case <-t.C:
+		}
+		wait = min(2*wait, b.Max)
+		more, aerr := r.copyAttempt(ctx, stopCtx, tp, pending)
+		res.records += more.records
+		res.bytes += more.bytes
+		if more.next >= 0 {
+			res.next, res.lag = more.next, more.lag
+		}
+		if more.records > 0 {
+			began, wait = time.Now(), b.Initial // progress: a later fault gets a whole budget
+		}
+		var u *unsettledCommit
+		switch {
+		case aerr == nil:
+			return res, nil
+		case errors.As(aerr, &u):
+			pending = u
+		case !cluster.Retriable(aerr) || fenced(aerr):
+			return res, aerr
+		}
+		err = aerr
+	}
+}
+
+// copyAttempt copies one partition in transactions. The producer's epoch is obtained before
+// the position is read: that fences (and aborts the open transaction of) any older instance,
+// so the position read is final and no record is committed twice. With pending (a transaction
+// whose outcome was unknown) the position is read from the offsets topic, pending is settled
+// by it (see settle).
+func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unsettledCommit) (partResult, error) {
 	e := r.e
 	res := partResult{tp: tp, remote: r.remote[tp.Topic], next: -1}
 	wctx := context.WithoutCancel(ctx)
@@ -194,7 +274,12 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	if _, _, err := prod.ProducerID(ctx); err != nil {
 		return res, fmt.Errorf("initializing transactional producer %q: %w", e.TransactionalID(tp), err)
 	}
-	works, err := e.plan(ctx, []TP{tp}, r.remote, r.limit, r.offsetsParts)
+	var works []*work
+	if pending == nil {
+		works, err = e.plan(ctx, []TP{tp}, r.remote, r.limit, r.offsetsParts)
+	} else {
+		works, res.records, res.bytes, err = r.settle(wctx, tp, pending)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -332,31 +417,77 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 	errMu.Lock()
 	err := firstErr
 	errMu.Unlock()
+	committed := func(ctx context.Context) error {
+		e.known.advance(w.tp, last+1)
+		var bytes int64
+		for i, p := range pairs {
+			r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)
+			bytes += recordSize(chunk[i])
+		}
+		if len(chunk) > 0 {
+			r.records.Add(int64(len(chunk)))
+			r.bytes.Add(bytes)
+			r.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
+			if err := r.syncs.send(ctx, false); err != nil {
+				return err
+			}
+		}
+		r.observeCommit(ctx, w, chunk, bytes, last)
+		return nil
+	}
+	unsettled := func(err error) error {
+		if !cluster.Retriable(err) || fenced(err) {
+			return err
+		}
+		u := &unsettledCommit{last: last, end: w.end, committed: committed, err: err, records: int64(len(chunk))}
+		for _, rec := range chunk {
+			u.bytes += recordSize(rec)
+		}
+		if r.bo.MaxRecords > 0 {
+			u.budget = u.records
+		}
+		return u
+	}
 	if err != nil {
 		if aerr := prod.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
 			err = errors.Join(err, fmt.Errorf("aborting transaction: %w", aerr))
 		}
-		return err
+		return unsettled(err)
 	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("committing transaction for %s: %w", w.tp, err)
+		return unsettled(fmt.Errorf("committing transaction for %s: %w", w.tp, err))
 	}
-	e.known.advance(w.tp, last+1)
-	var bytes int64
-	for i, p := range pairs {
-		r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)
-		bytes += recordSize(chunk[i])
+	return committed(ctx)
+}
+
+// settle reads tp's stored position once the transaction of pending has been fenced by this
+// attempt's producer, settles pending by it (if the position shows that it committed, its
+// follow-up runs and its records and bytes are returned to be counted; otherwise its records
+// go back to the MaxRecords budget) and plans the copy from the stored position to the end
+// planned at first. The position kept in memory is not used: it does not include pending's
+// transaction, which may have committed.
+func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) (works []*work, records, bytes int64, err error) {
+	read, err := r.e.ReadPositions(ctx, []TP{tp}, r.offsetsParts)
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	if len(chunk) > 0 {
-		r.records.Add(int64(len(chunk)))
-		r.bytes.Add(bytes)
-		r.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
-		if err := r.syncs.send(ctx, false); err != nil {
-			return err
+	if pending.committed != nil { // not settled by an earlier attempt
+		if pos, ok := read[tp]; ok && pos >= pending.last {
+			if err := pending.committed(ctx); err != nil {
+				return nil, 0, 0, err
+			}
+			records, bytes = pending.records, pending.bytes
+		} else {
+			r.budget.Add(pending.budget)
 		}
+		pending.committed = nil
 	}
-	r.observeCommit(ctx, w, chunk, bytes, last)
-	return nil
+	limit := map[TP]int64{tp: pending.end}
+	if l, ok := r.limit[tp]; ok && l < pending.end {
+		limit[tp] = l
+	}
+	works, err = r.e.planCopies(ctx, []TP{tp}, r.remote, limit, read, true)
+	return works, records, bytes, err
 }
 
 // fenced reports whether err means a newer producer with our transactional id exists.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,10 +28,11 @@ import (
 
 // fakeFlow is a flow between two kfake clusters.
 type fakeFlow struct {
-	t        *testing.T
+	t        testing.TB
 	src, tgt *kfake.Cluster
 	opts     Options
 	logs     *lineCounter
+	extra    []kgo.Opt // options of every client the engine dials
 }
 
 // lineCounter is a slog.Handler counting messages (and keeping them for failure output).
@@ -61,7 +63,7 @@ func (l *lineCounter) count(msg string) int {
 	return n
 }
 
-func newFakeFlow(t *testing.T, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
+func newFakeFlow(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
 	t.Helper()
 	mk := func(extra ...kfake.Opt) *kfake.Cluster {
 		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, extra...)...)
@@ -87,7 +89,7 @@ func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Cl
 	if side == Target {
 		c = f.tgt
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, extra...)...)
+	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, f.extra...), extra...)...)
 }
 
 func (f *fakeFlow) client(side Side, extra ...kgo.Opt) *kgo.Client {
@@ -134,6 +136,14 @@ func (f *fakeFlow) produce(topic string, parts int32, n int) []*kgo.Record {
 // readAll returns every record of topic on side, by partition and offset.
 func (f *fakeFlow) readAll(side Side, topic string) []*kgo.Record {
 	f.t.Helper()
+	return f.readAllOpts(side, topic)
+}
+
+// readAllOpts reads every partition of topic on side up to its end offset (as of the call)
+// with the consumer options opts (read_committed: the records of committed transactions
+// only), and returns the data records by partition and offset.
+func (f *fakeFlow) readAllOpts(side Side, topic string, opts ...kgo.Opt) []*kgo.Record {
+	f.t.Helper()
 	adm := kadm.NewClient(f.client(side))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -141,21 +151,31 @@ func (f *fakeFlow) readAll(side Side, topic string) []*kgo.Record {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	want := 0
+	left := map[int32]int64{} // partition -> end offset still to reach
 	offs := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {
-		want += int(o.Offset)
-		offs[o.Partition] = kgo.NewOffset().AtStart()
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+			offs[o.Partition] = kgo.NewOffset().AtStart()
+		}
 	})
 	var out []*kgo.Record
-	if want > 0 {
-		cl := f.client(side, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
-		for len(out) < want {
+	if len(left) > 0 {
+		// Control records are kept to see how far each partition was read, then dropped.
+		cl := f.client(side, append([]kgo.Opt{kgo.KeepControlRecords(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs})}, opts...)...)
+		for len(left) > 0 {
 			fs := cl.PollFetches(ctx)
 			if err := ctx.Err(); err != nil {
-				f.t.Fatalf("reading %s: %d of %d records: %v", topic, len(out), want, err)
+				f.t.Fatalf("reading %s: partitions %v not read to their end: %v", topic, left, err)
 			}
-			out = append(out, fs.Records()...)
+			fs.EachRecord(func(r *kgo.Record) {
+				if end, ok := left[r.Partition]; ok && r.Offset >= end-1 {
+					delete(left, r.Partition)
+				}
+				if !r.Attrs.IsControl() {
+					out = append(out, r)
+				}
+			})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -190,7 +210,7 @@ func (f *fakeFlow) assertCopied(want []*kgo.Record, remote string) {
 func (f *fakeFlow) positions() map[TP]int64 {
 	f.t.Helper()
 	out := map[TP]int64{}
-	for _, r := range f.readAll(Target, "mm2-offsets.src.internal") {
+	for _, r := range f.readAllOpts(Target, "mm2-offsets.src.internal", kgo.FetchIsolationLevel(kgo.ReadCommitted())) {
 		k, err := mm2.DecodeOffsetKey(r.Key)
 		if err != nil {
 			f.t.Fatalf("undecodable position key %q: %v", r.Key, err)
@@ -467,5 +487,56 @@ func TestFakeAckForAnotherRecordFails(t *testing.T) {
 	defer st.mu.Unlock()
 	if p := st.position(); p != 0 {
 		t.Fatalf("position %d, want 0 (only the first record was acknowledged in order)", p)
+	}
+}
+
+// TestFakeExactlyOnceCommitUnsettled: the target answers the first EndTransaction(commit)
+// requests of an exactly-once burst with a retriable error (COORDINATOR_LOAD_IN_PROGRESS, as a
+// restarting broker does), more often than the client retries them, without committing: the
+// commit fails with a retriable error, as when a target broker restarts under it. The burst does not fail: it fences the transaction with a new producer, reads the
+// stored position back and copies again from it, and a read_committed reader sees every
+// record once.
+func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 30)
+	f.extra = []kgo.Opt{kgo.RequestRetries(1)}
+	var mu sync.Mutex
+	drops := 0
+	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if !req.(*kmsg.EndTxnRequest).Commit || drops >= 3 {
+			return nil, nil, false
+		}
+		drops++
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	s, err := e.Burst(context.Background(), BurstOptions{})
+	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+		t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	}
+	if retries := f.logs.count("exactly-once copy: retriable error; copying again from the stored position"); drops != 3 || retries == 0 {
+		t.Fatalf("%d commits dropped; log:\n%s", drops, strings.Join(f.logs.lines, "\n"))
+	}
+	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if len(got) != len(recs) {
+		t.Fatalf("read_committed reader sees %d records on src.orders, want %d once each", len(got), len(recs))
+	}
+	seen := map[string]bool{}
+	for _, r := range got {
+		if seen[string(r.Key)] {
+			t.Fatalf("record %q committed twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+	}
+	for p := range int32(2) {
+		if pos := f.positions()[TP{"orders", p}]; pos != 29 {
+			t.Errorf("position of orders-%d = %d, want 29", p, pos)
+		}
 	}
 }

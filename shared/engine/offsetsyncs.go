@@ -110,7 +110,9 @@ func (s *syncEmitter) record(ctx context.Context, topic string, partition int32,
 	if s.off {
 		return
 	}
-	s.w.Record(topic, partition, upstream, downstream)
+	if !s.w.Record(topic, partition, upstream, downstream) {
+		return // nothing due: no second lock per record for an empty pending set
+	}
 	for _, sy := range s.w.TakePending() {
 		s.produce(ctx, sy)
 	}

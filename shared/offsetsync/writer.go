@@ -81,8 +81,9 @@ func NewWriter(maxOffsetLag int64) *Writer {
 // Record registers that the source record at offset upstream of topic/partition was written to
 // the target at offset downstream (call it once the target acknowledged the write, in
 // acknowledgement order per partition, like MirrorSourceTask.commitRecord). It queues an
-// offset sync as pending or delayed.
-func (w *Writer) Record(topic string, partition int32, upstream, downstream int64) {
+// offset sync as pending or delayed. It reports whether any sync is pending afterwards (one
+// for TakePending to return).
+func (w *Writer) Record(topic string, partition int32, upstream, downstream int64) (pending bool) {
 	tp := topicPartition{topic, partition}
 	sync := mm2.OffsetSync{Topic: topic, Partition: partition, UpstreamOffset: upstream, DownstreamOffset: downstream}
 
@@ -100,6 +101,7 @@ func (w *Writer) Record(topic string, partition int32, upstream, downstream int6
 	} else {
 		w.delayed.put(tp, sync)
 	}
+	return len(w.pending.index) > 0
 }
 
 // TakePending returns the pending offset syncs in insertion order and clears them. It returns

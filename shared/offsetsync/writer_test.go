@@ -158,8 +158,12 @@ func TestWriterRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := NewWriter(tc.maxLag)
 			for i, st := range tc.steps {
+				pending := false
 				for _, r := range st.record {
-					w.Record(r.topic, r.part, r.up, r.down)
+					pending = w.Record(r.topic, r.part, r.up, r.down)
+				}
+				if len(st.record) > 0 && !st.promote && !st.keep && pending != (len(st.want) > 0) {
+					t.Fatalf("step %d: Record reported pending=%v, want %v", i, pending, len(st.want) > 0)
 				}
 				if st.promote {
 					w.PromoteDelayed()

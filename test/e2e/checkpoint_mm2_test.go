@@ -52,26 +52,39 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		}
 	}
 	testkit.Produce(t, c.Target.Bootstrap, pre...)
-	testkit.Produce(t, c.Source.Bootstrap, src...)
 
 	groupMM2, groupGo := testkit.Name(t, "g-mm2"), testkit.Name(t, "g-go")
-	// Both groups sit at the same positions: at the end, in the middle, at the start, near the
-	// end. MM2's group is committed before MM2 starts, so its checkpoint task starts with MM2
-	// and reads the offset syncs as they are written. A task started after them (when the group
-	// appears later) reads them in its initial catch-up, which keeps only the newest sync per
-	// partition (mm2-internals §4.2, step 1): the older positions then cannot be translated and
-	// MM2 never checkpoints them (one CI run waited 2 minutes for that).
+	// Both groups end at the same positions: at the end, in the middle, at the start, near the
+	// end. MM2's checkpoint task must read the offset syncs of the topic as they are written: a
+	// task that reads them in its initial catch-up keeps only the newest sync per partition
+	// (mm2-internals §4.2, step 1), so the older positions cannot be translated and MM2 never
+	// checkpoints them. Hence MM2's group exists before MM2 starts (a group appearing later
+	// restarts the task), the topic's records are produced only once the task has checkpointed
+	// a ready group on a warm-up topic (it is then past its catch-up), and both groups are moved
+	// to their positions only once every offset sync is written: MM2 and mm2go then translate
+	// the same positions with the same syncs (checkpoints MM2 made from a part of the syncs
+	// would not be the ones mm2go makes from all of them).
 	positions := map[int32]int64{0: perPartition, 1: 500, 2: 0, 3: 777}
-	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
+	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}, "md")
+	warm := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cpw"), 1, nil)
+	testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: warm, Value: []byte("warm-up")})
+	groupReady := testkit.Name(t, "g-ready")
+	commitGroup(t, c.Source.Bootstrap, groupReady, warm, map[int32]int64{0: 1}, "")
 	// MM2 sends the newest offset sync of a partition only at an offset flush (MM2Properties
 	// sets the flush interval to 1 s).
-	props := MM2Properties(c, topic) + "source->target.groups = " + groupMM2 + "\n"
+	props := MM2Properties(c, topic, warm) + "source->target.groups = " + groupMM2 + "," + groupReady + "\n"
 	name := testkit.StartMM2(t, props)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("MirrorMaker 2 log:\n%s", tail(testkit.MM2Log(t, name), 4000))
 		}
 	})
+	testkit.WaitFor(t, 3*time.Minute, "MM2's checkpoint of "+groupReady+" (its checkpoint task running)", func() bool {
+		cps, err := groupCheckpoints(testkit.Context(t, 20*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupReady, "source."+warm)
+		return err == nil && cps[0].UpstreamOffset == 1
+	})
+	phase("MM2's checkpoint task is running")
+	testkit.Produce(t, c.Source.Bootstrap, src...)
 
 	// Wait for MM2 to copy everything and to sync the last offset of every partition.
 	const syncsTopic = "mm2-offset-syncs.target.internal"
@@ -93,6 +106,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	})
 	phase(fmt.Sprintf("MM2 copied the topic and wrote %d offset syncs for it", len(syncs)))
 
+	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
 	commitGroup(t, c.Source.Bootstrap, groupGo, topic, positions, "md")
 
 	// MM2's translation algorithm applied to MM2's syncs (read in topic order).

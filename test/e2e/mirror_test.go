@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -270,4 +271,26 @@ func TestRealMM2ThenMirror(t *testing.T) {
 		t.Errorf("mm2go after MM2: exit %d, %d records; want 0, 150\n%s", r.Code, r.Records(), r.Stderr)
 	}
 	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
+}
+
+// TestMirrorRunTargetDown: a run that starts while the target refuses connections exits 3
+// ("run again later") with the refusal in its summary, writes nothing, and the next run with
+// the target up copies every record.
+func TestMirrorRunTargetDown(t *testing.T) {
+	c := testkit.Require(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "down"), 2, nil)
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
+	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 2, 40)...)
+
+	down := c
+	down.Target.Bootstrap = "127.0.0.1:1" // nothing listens on port 1
+	r := RunMirror(t, MirrorEnv(down, topic))
+	errText, _ := r.Summary["error"].(string)
+	if r.Code != 3 || r.Summary["reason"] != "failed" || r.Records() != 0 || !strings.Contains(errText, "connection refused") {
+		t.Fatalf("run with the target down: exit %d, reason %v, %d records, error %q; want exit 3, failed, 0, connection refused\n%s",
+			r.Code, r.Summary["reason"], r.Records(), errText, r.Stderr)
+	}
+	if r = RunMirror(t, MirrorEnv(c, topic)); r.Code != 0 || r.Records() != 40 {
+		t.Errorf("run with the target up: exit %d, %d records; want 0, 40\n%s", r.Code, r.Records(), r.Stderr)
+	}
 }

@@ -130,7 +130,8 @@ func assertNoLoss(t *testing.T, want, got []*kgo.Record) int {
 // sink); none of that loses a record: after the faults, the next events copy every record.
 func TestServeGenuineDispatcherFaults(t *testing.T) {
 	c := testkit.Require(t)
-	target, kafka := ownCluster(t, c, "serve-faults")
+	_, tgt := faultPair(t) // a target of the fault tests' own, to stop it without disturbing others
+	target := tgt.bootstrap
 	const parts = 2
 	topics := []string{testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gxo"), parts, nil),
 		testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gxu"), parts, nil)}
@@ -175,9 +176,9 @@ func TestServeGenuineDispatcherFaults(t *testing.T) {
 
 	waitTargetCount(t, target, remote, onTarget()+50, 2*time.Minute)
 	paused := onTarget()
-	kafka("pause")
+	tgt.kafka(t, "pause")
 	time.Sleep(30 * time.Second) // the outage itself, not a synchronisation
-	kafka("resume")
+	tgt.kafka(t, "resume")
 	t.Logf("%s: target stopped 30 s with %d records of %s on it", time.Since(began).Round(time.Second), paused, remote)
 
 	waitTargetCount(t, target, remote, onTarget()+50, 2*time.Minute)

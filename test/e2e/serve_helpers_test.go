@@ -356,39 +356,3 @@ func freePortBlock(t testing.TB) int {
 	t.Fatal("no free port block")
 	return 0
 }
-
-// ownCluster starts a harness cluster of the test's own (to pause it without disturbing other
-// tests) and returns its bootstrap address and a kafka.sh runner for it.
-func ownCluster(t *testing.T, c testkit.Clusters, prefix string) (string, func(args ...string)) {
-	t.Helper()
-	name := prefix + "-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
-	script := testkit.KafkaScript(t)
-	kafka := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command(script, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 3000))
-		}
-	}
-	var port int
-	for try := 1; ; try++ {
-		// Another process on this machine may take a port of the block between the check and
-		// the broker's bind: try another block.
-		port = freePortBlock(t)
-		out, err := exec.Command(script, "start", name, strconv.Itoa(port)).CombinedOutput()
-		if err == nil {
-			break
-		}
-		_ = exec.Command(script, "stop", name).Run()
-		if try == 3 || !strings.Contains(string(out), "Address already in use") {
-			t.Fatalf("kafka.sh start %s %d: %v\n%s", name, port, err, tail(string(out), 3000))
-		}
-	}
-	t.Cleanup(func() {
-		_ = exec.Command(script, "stop", name).Run()
-		if !t.Failed() && c.KafkaHome != "" {
-			_ = os.RemoveAll(filepath.Join(c.KafkaHome, name)) // keep its logs only when the test failed
-		}
-	})
-	return fmt.Sprintf("127.0.0.1:%d", port), func(args ...string) { kafka(append([]string{args[0], name}, args[1:]...)...) }
-}

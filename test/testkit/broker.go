@@ -24,6 +24,7 @@ type ExtraBroker struct {
 	Plain string
 	// Home is the harness home; LogFile the broker's stdout log.
 	Home, LogFile string
+	script        string // kafka.sh
 }
 
 // Addr returns 127.0.0.1:Base+offset.
@@ -39,8 +40,23 @@ func (b *ExtraBroker) Log() string {
 // ports (at least 3) and the broker settings props(base) appended to the
 // harness's server.properties; env adds variables for kafka.sh (e.g.
 // MM2GO_KAFKA_OPTS). A port range taken between the check and the bind is
-// retried with another range.
+// retried with another range. The cluster is stopped when the test ends (its
+// data kept if the test failed).
 func StartExtraBroker(t testing.TB, c Clusters, prefix string, ports int, props func(base int) []string, env ...string) *ExtraBroker {
+	t.Helper()
+	eb := StartLongLivedBroker(t, c, prefix, ports, props, env...)
+	t.Cleanup(func() {
+		if err := eb.Stop(!t.Failed()); err != nil {
+			t.Error(err)
+		}
+	})
+	return eb
+}
+
+// StartLongLivedBroker starts a cluster as StartExtraBroker does, but leaves
+// stopping it to the caller (Stop): a cluster several tests of a package
+// share, stopped by its TestMain. t is only used to report a failed start.
+func StartLongLivedBroker(t testing.TB, c Clusters, prefix string, ports int, props func(base int) []string, env ...string) *ExtraBroker {
 	t.Helper()
 	home := c.KafkaHome
 	if home == "" {
@@ -50,9 +66,9 @@ func StartExtraBroker(t testing.TB, c Clusters, prefix string, ports int, props 
 		b := make([]byte, 3)
 		_, _ = rand.Read(b)
 		base := freeBase(t, ports)
-		eb := &ExtraBroker{Name: prefix + hex.EncodeToString(b), Base: base, Plain: fmt.Sprintf("127.0.0.1:%d", base), Home: home}
+		eb := &ExtraBroker{Name: prefix + hex.EncodeToString(b), Base: base, Plain: fmt.Sprintf("127.0.0.1:%d", base), Home: home, script: KafkaScript(t)}
 		eb.LogFile = filepath.Join(home, eb.Name, "logs", "stdout.log")
-		cmd := exec.Command(KafkaScript(t), append([]string{"start", eb.Name, fmt.Sprint(base)}, props(base)...)...)
+		cmd := exec.Command(eb.script, append([]string{"start", eb.Name, fmt.Sprint(base)}, props(base)...)...)
 		cmd.Env = append(append(os.Environ(), "MM2GO_KAFKA_HOME="+home), env...)
 		if c.KafkaLib != "" {
 			cmd.Env = append(cmd.Env, "MM2GO_KAFKA_LIB="+c.KafkaLib)
@@ -60,26 +76,34 @@ func StartExtraBroker(t testing.TB, c Clusters, prefix string, ports int, props 
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			log := eb.Log()
-			_ = exec.Command(KafkaScript(t), "stop", eb.Name).Run()
+			_ = exec.Command(eb.script, "stop", eb.Name).Run()
 			if attempt < 2 && strings.Contains(log, "Address already in use") {
 				_ = os.RemoveAll(filepath.Join(home, eb.Name))
 				continue
 			}
 			t.Fatalf("starting broker %s: %v\n%s\n%s", eb.Name, err, out, tail(log, 60))
 		}
-		t.Cleanup(func() {
-			stop := exec.Command(KafkaScript(t), "stop", eb.Name)
-			stop.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+home)
-			if out, err := stop.CombinedOutput(); err != nil {
-				t.Errorf("stopping broker %s: %v\n%s", eb.Name, err, out)
-			}
-			if !t.Failed() {
-				_ = os.RemoveAll(filepath.Join(home, eb.Name))
-			}
-		})
 		return eb
 	}
 	t.Fatal("unreachable")
+	return nil
+}
+
+// Script returns the path of kafka.sh, for the verbs a test runs on the cluster (pause,
+// resume, freeze, thaw).
+func (b *ExtraBroker) Script() string { return b.script }
+
+// Stop stops the cluster; with wipe its directory (data and logs) is removed
+// too.
+func (b *ExtraBroker) Stop(wipe bool) error {
+	stop := exec.Command(b.script, "stop", b.Name)
+	stop.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+b.Home)
+	if out, err := stop.CombinedOutput(); err != nil {
+		return fmt.Errorf("stopping broker %s: %v\n%s", b.Name, err, out)
+	}
+	if wipe {
+		_ = os.RemoveAll(filepath.Join(b.Home, b.Name))
+	}
 	return nil
 }
 

@@ -1,0 +1,349 @@
+// Command perf is a small repeatable measurement of `mirror run`'s cost, for profiling work on
+// the per-record path (docs/performance.md). It seeds a source topic once (kept between runs,
+// reused when it already holds the records), then copies it into a fresh flow (new aliases, so
+// a fresh remote topic and no stored positions) several times and prints, per run, the wall
+// time, records per second, the process's CPU time (utime+stime from the OS, rusage) per GB
+// copied and its peak RSS. Every run is checked: the remote topic must hold every record.
+//
+//	go run ./test/perf -source 127.0.0.1:43092 -target 127.0.0.1:44092 -runs 3
+//	go run ./test/perf ... -contender raw   # a bare franz-go fetch-then-produce copy
+//
+// With -cpuprofile DIR each mirror run writes DIR/cpu-N.pprof and DIR/allocs-N.pprof
+// (MM2_CPU_PROFILE, MM2_ALLOC_PROFILE). The bench harness (test/bench) is the full comparison;
+// this one measures one contender at a time, quickly.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type options struct {
+	source, target     string
+	records, size      int
+	partitions, topics int
+	runs               int
+	contender          string
+	mirrorBin          string
+	profileDir         string
+	extraEnv           string
+	compression        string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "rawcopy" {
+		if err := rawCopy(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "rawcopy:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.StringVar(&o.source, "source", "127.0.0.1:43092", "source bootstrap server")
+	flag.StringVar(&o.target, "target", "127.0.0.1:44092", "target bootstrap server")
+	flag.IntVar(&o.records, "records", 1_000_000, "records per topic")
+	flag.IntVar(&o.size, "size", 512, "value bytes per record")
+	flag.IntVar(&o.partitions, "partitions", 8, "partitions per topic")
+	flag.IntVar(&o.topics, "topics", 1, "source topics")
+	flag.IntVar(&o.runs, "runs", 3, "measured runs")
+	flag.StringVar(&o.contender, "contender", "mirror", "mirror (mirror run) or raw (franz-go fetch-then-produce)")
+	flag.StringVar(&o.mirrorBin, "mirror", "", "mirror binary (default: built into a temporary directory)")
+	flag.StringVar(&o.profileDir, "cpuprofile", "", "directory for CPU and allocation profiles of each mirror run")
+	flag.StringVar(&o.extraEnv, "env", "", "extra environment for mirror run, comma separated K=V")
+	flag.StringVar(&o.compression, "compression", "none", "compression of the seeded source batches (none, lz4, zstd)")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	topics := make([]string, o.topics)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("perf-%dx%d-p%d-%s-%d", o.records, o.size, o.partitions, o.compression, i)
+	}
+	if err := seed(ctx, o, topics); err != nil {
+		return fmt.Errorf("seeding: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if o.contender == "mirror" && o.mirrorBin == "" {
+		dir, err := os.MkdirTemp("", "perf-mirror")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.mirrorBin = filepath.Join(dir, "mirror")
+		build := exec.CommandContext(ctx, "go", "build", "-o", o.mirrorBin, "./functions/mirror")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building mirror: %w", err)
+		}
+	}
+	bytes := float64(o.topics*o.records) * float64(o.size+7) // values plus the 7-byte keys
+	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB", "first_ms")
+	for i := 1; i <= o.runs; i++ {
+		stamp := fmt.Sprintf("%d", time.Now().UnixMilli()%1e10) // a fresh flow per run
+		var cmd *exec.Cmd
+		var remote []string
+		switch o.contender {
+		case "mirror":
+			src, tgt := "ps"+stamp, "pt"+stamp
+			cmd = exec.CommandContext(ctx, o.mirrorBin, "run")
+			cmd.Env = append(os.Environ(),
+				"MM2_SOURCE_BOOTSTRAP_SERVERS="+o.source, "MM2_TARGET_BOOTSTRAP_SERVERS="+o.target,
+				"MM2_SOURCE_ALIAS="+src, "MM2_TARGET_ALIAS="+tgt, "MM2_TOPICS="+strings.Join(topics, ","),
+				"MM2_REPLICATION_FACTOR=1", "MM2_OFFSET_STORAGE_REPLICATION_FACTOR=1",
+				"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR=1", "MM2_LOG_FORMAT=json", "MM2_LOG_LEVEL=warn")
+			if o.extraEnv != "" {
+				cmd.Env = append(cmd.Env, strings.Split(o.extraEnv, ",")...)
+			}
+			if o.profileDir != "" {
+				cmd.Env = append(cmd.Env,
+					"MM2_CPU_PROFILE="+filepath.Join(o.profileDir, fmt.Sprintf("cpu-%d.pprof", i)),
+					"MM2_ALLOC_PROFILE="+filepath.Join(o.profileDir, fmt.Sprintf("allocs-%d.pprof", i)))
+			}
+			for _, t := range topics {
+				remote = append(remote, src+"."+t)
+			}
+		case "raw":
+			for _, t := range topics {
+				remote = append(remote, "raw"+stamp+"."+t)
+			}
+			cmd = exec.CommandContext(ctx, self, "rawcopy", o.source, o.target, strconv.Itoa(o.partitions), strings.Join(topics, ","), strings.Join(remote, ","))
+		default:
+			return fmt.Errorf("-contender %q: want mirror or raw", o.contender)
+		}
+		if o.extraEnv != "" && o.contender == "raw" {
+			cmd.Env = append(os.Environ(), strings.Split(o.extraEnv, ",")...)
+		}
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		hwm := watchHWM(cmd.Process.Pid)
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		wall := time.Since(start)
+		rss := <-hwm
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		user, sys := time.Duration(ru.Utime.Nano()).Seconds(), time.Duration(ru.Stime.Nano()).Seconds()
+		cpu := user + sys
+		if err := check(ctx, o, remote); err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		n := float64(o.topics * o.records)
+		first := "-" // mirror run's summary: from the burst's start to the first acknowledged record
+		if _, rest, ok := strings.Cut(out.String(), `"first_record_ms":`); ok {
+			first, _, _ = strings.Cut(rest, ",")
+		}
+		fmt.Printf("%-8s %4d %7.2f %8.0f %6.2f %6.2f %6.2f %8.2f %8.1f %8s\n", o.contender, i, wall.Seconds(), n/wall.Seconds(), user, sys, cpu, cpu/(bytes/1e9), float64(rss)/1024, first)
+	}
+	return nil
+}
+
+// watchHWM polls the process's peak resident set (VmHWM, KiB) until it exits and then sends
+// the last figure read. rusage's Maxrss is not used: it also counts this (forking) process's
+// resident set before the exec.
+func watchHWM(pid int) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var last int64
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				out <- last
+				return
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+					if v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil && v > 0 {
+						last = v
+					}
+				}
+			}
+			if strings.Contains(string(b), "State:\tZ") {
+				out <- last
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return out
+}
+
+// seed creates the source topics and produces the records, unless they are there already.
+func seed(ctx context.Context, o options, topics []string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(o.source), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(codec(o.compression)))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		have := true
+		for _, t := range topics {
+			var sum int64
+			ends.Each(func(lo kadm.ListedOffset) {
+				if lo.Topic == t && lo.Err == nil {
+					sum += lo.Offset
+				}
+			})
+			have = have && sum == int64(o.records)
+		}
+		if have {
+			return nil
+		}
+	}
+	if _, err := adm.CreateTopics(ctx, int32(o.partitions), 1, nil, topics...); err != nil {
+		return err
+	}
+	value := make([]byte, o.size)
+	if o.compression != "none" {
+		copy(value, strings.Repeat("mm2go compressible text ", o.size/24+1))
+	}
+	var firstErr error
+	for _, t := range topics {
+		for i := range o.records {
+			if o.compression == "none" {
+				_, _ = rand.Read(value)
+			}
+			r := &kgo.Record{Topic: t, Key: []byte(fmt.Sprintf("%07d", i%10_000_000)), Value: append([]byte(nil), value...)}
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+			})
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+func codec(name string) kgo.CompressionCodec {
+	switch name {
+	case "lz4":
+		return kgo.Lz4Compression()
+	case "zstd":
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+// check fails unless the remote topics hold every record.
+func check(ctx context.Context, o options, remote []string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(o.target))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, remote...)
+	if err != nil {
+		return err
+	}
+	var sum int64
+	ends.Each(func(lo kadm.ListedOffset) { sum += lo.Offset })
+	if want := int64(o.topics * o.records); sum != want {
+		return fmt.Errorf("remote topics hold %d records, want %d", sum, want)
+	}
+	return nil
+}
+
+// rawCopy is the bare franz-go copy: consume every partition from the start to its end offset
+// and produce each record to the same partition of the remote topic (acks=all, idempotent,
+// 1 MB batches, linger 5 ms), with no positions, offset syncs or checks. Arguments: source,
+// target, partitions, source topics, remote topics (comma separated, in the same order).
+func rawCopy(args []string) error {
+	if len(args) != 5 {
+		return errors.New("want source target partitions topics remotes")
+	}
+	ctx := context.Background()
+	parts, _ := strconv.Atoi(args[2])
+	topics, remotes := strings.Split(args[3], ","), strings.Split(args[4], ",")
+	prod, err := kgo.NewClient(kgo.SeedBrokers(args[1]), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordDeliveryTimeout(0))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	if _, err := kadm.NewClient(prod).CreateTopics(ctx, int32(parts), 1, nil, remotes...); err != nil {
+		return err
+	}
+	src, err := kgo.NewClient(kgo.SeedBrokers(args[0]))
+	if err != nil {
+		return err
+	}
+	ends, err := kadm.NewClient(src).ListEndOffsets(ctx, topics...)
+	src.Close()
+	if err != nil {
+		return err
+	}
+	remoteOf := map[string]string{}
+	offs := map[string]map[int32]kgo.Offset{}
+	left := 0
+	for i, t := range topics {
+		remoteOf[t] = remotes[i]
+		offs[t] = map[int32]kgo.Offset{}
+		for p := range int32(parts) {
+			offs[t][p] = kgo.NewOffset().AtStart()
+		}
+	}
+	ends.Each(func(lo kadm.ListedOffset) {
+		if lo.Offset > 0 {
+			left++
+		}
+	})
+	cons, err := kgo.NewClient(kgo.SeedBrokers(args[0]), kgo.ConsumePartitions(offs))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	var perr error
+	for left > 0 {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			return err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, _ := ends.Lookup(r.Topic, r.Partition)
+			last := r.Offset == end.Offset-1
+			r.Topic = remoteOf[r.Topic]
+			r.Attrs, r.ProducerID, r.ProducerEpoch = kgo.RecordAttrs{}, 0, 0
+			prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil && perr == nil {
+					perr = err
+				}
+			})
+			if last {
+				left--
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return err
+	}
+	return perr
+}
