@@ -57,9 +57,6 @@ func (h *harness) ceilingPerf(ctx context.Context, w workload, procs []int) ([]p
 		if w.Compression != "" {
 			props = append(props, "compression.type="+w.Compression)
 		}
-		if n := w.maxRequestSize(); n > 0 {
-			props = append(props, fmt.Sprintf("max.request.size=%d", n))
-		}
 		a := perfAttempt{Processes: cfg.procs, Props: props}
 		total := w.Records
 		cmds := make([]*exec.Cmd, cfg.procs)

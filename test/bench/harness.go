@@ -543,9 +543,6 @@ func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sou
 	if w.Compression != "" {
 		cmd.Env = append(cmd.Env, "MM2_TARGET_PRODUCER_COMPRESSION_TYPE="+w.Compression)
 	}
-	if n := w.maxRequestSize(); n > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("MM2_TARGET_PRODUCER_MAX_REQUEST_SIZE=%d", n))
-	}
 	dir := filepath.Join(h.home, logName+"-"+w.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err

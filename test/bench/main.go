@@ -175,9 +175,10 @@ func (w workload) totalBytes() int64 {
 	return int64(w.Topics) * (keys + int64(w.Records)*int64(w.Size))
 }
 
-// maxRequestSize is the target producers' batch bound needed by the workload's records (0:
-// every client's default). Records of 1,000,000 bytes do not fit franz-go's default batch of
-// 1,000,012 bytes with the batch's own overhead: Kafka's default of 1 MiB is set instead.
+// maxRequestSize is the batch bound the harness's own franz-go producer needs to seed the
+// workload's records (0: franz-go's default). Records of 1,000,000 bytes do not fit franz-go's
+// default batch of 1,000,012 bytes with the batch's overhead; Kafka's default of 1 MiB (which
+// the Java clients and mm2go use) is set instead.
 func (w workload) maxRequestSize() int {
 	if w.Size > 900_000 {
 		return 1 << 20

@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // rawCopyCommand is the first argument that makes this program the raw copy (a child
@@ -32,7 +34,8 @@ const (
 // rawCopyMain is the raw copy: it reads every record of the source topics (from their start
 // to the end offsets seen when it starts) and produces each to the same partition of
 // prefix+topic on the target, with the producer settings mm2go's copy uses by default
-// (idempotent, acks=all, 5 ms linger, the same buffer bounds, no compression unless asked),
+// (idempotent, acks=all, 5 ms linger, batches up to cluster.DefaultMaxRequestSize, the same
+// buffer bounds, no compression unless asked),
 // and franz-go's default fetch sizes. No positions, no offset syncs, no topic creation (the
 // harness creates the target topics first): the fastest a franz-go copy can be here.
 func rawCopyMain(args []string) int {
@@ -42,7 +45,7 @@ func rawCopyMain(args []string) int {
 	topics := fs.String("topics", "", "comma-separated source topics")
 	prefix := fs.String("prefix", "raw.", "prefix of the target topics")
 	compression := fs.String("compression", "", "target producer compression: lz4, zstd or empty")
-	maxBatch := fs.Int("max-request-size", 0, "target producer batch bound in bytes (0: franz-go's default)")
+	maxBatch := fs.Int("max-request-size", cluster.DefaultMaxRequestSize, "target producer batch bound in bytes (default: mm2go's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -193,12 +196,8 @@ func (h *harness) runRaw(ctx context.Context, w workload, topics []string) (cont
 	for i, t := range topics {
 		remote[i] = prefix + t
 	}
-	var cfg map[string]*string
-	if w.maxRequestSize() > 0 {
-		cfg = map[string]*string{"max.message.bytes": ptr(fmt.Sprint(w.maxRequestSize() + 1024))}
-	}
 	for i := 0; i < len(remote); i += 100 {
-		resp, err := h.tgtAdm.CreateTopics(ctx, w.Partitions, 1, cfg, remote[i:min(i+100, len(remote))]...)
+		resp, err := h.tgtAdm.CreateTopics(ctx, w.Partitions, 1, nil, remote[i:min(i+100, len(remote))]...)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -210,7 +209,7 @@ func (h *harness) runRaw(ctx context.Context, w workload, topics []string) (cont
 		return contender{}, err
 	}
 	args := []string{rawCopyCommand, "-source", h.source, "-target", h.target, "-topics", strings.Join(topics, ","),
-		"-prefix", prefix, "-compression", w.Compression, "-max-request-size", fmt.Sprint(w.maxRequestSize())}
+		"-prefix", prefix, "-compression", w.Compression}
 	cmd := exec.CommandContext(ctx, h.self, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
