@@ -118,6 +118,19 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	// MM2 may have checkpointed while it was still writing syncs: wait for the checkpoints of
 	// the final syncs.
 	var byMM2 map[int32]mm2.Checkpoint
+	waited := true
+	t.Cleanup(func() {
+		if waited {
+			return
+		}
+		// What MM2 had checkpointed when the wait ended, against the translation of all its
+		// syncs, so that a failure says which partition MM2 translated differently.
+		for p := int32(0); p < partitions; p++ {
+			want, ok := ref.Translate(topic, p, positions[p])
+			t.Logf("partition %d: position %d, MM2's newest checkpoint %+v, MM2's algorithm on all syncs %d (%v)", p, positions[p], byMM2[p], want, ok)
+		}
+	})
+	waited = false
 	testkit.WaitFor(t, 2*time.Minute, "MM2's checkpoints of "+groupMM2+" from its final offset syncs", func() bool {
 		ctx := testkit.Context(t, 20*time.Second)
 		cps, err := groupCheckpoints(ctx, c.Target.Bootstrap, "source.checkpoints.internal", groupMM2, remote)
@@ -132,6 +145,7 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		}
 		return true
 	})
+	waited = true
 	phase("MM2 checkpointed " + groupMM2)
 	testkit.StopMM2(t, name)
 	phase("MM2 stopped")
