@@ -106,6 +106,22 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	})
 	phase(fmt.Sprintf("MM2 copied the topic and wrote %d offset syncs for it", len(syncs)))
 
+	// Written is not read: MM2's checkpoint task learns the syncs through its own consumer of
+	// the syncs topic, which lags under load. A position translated before the task has read
+	// every sync can come out higher than the translation with all of them (its store evicts
+	// syncs as newer ones arrive), and MM2 never moves a checkpoint back, so it would keep the
+	// early one. A fence: one more record on the warm-up topic, whose offset sync lands in the
+	// same one-partition topic after all of the topic's, and the ready group moved past it. Once
+	// MM2 checkpoints that group from the fence's sync (upstream 2 = downstream 2; before, its
+	// translation is 1), its store has read every sync of the topic.
+	testkit.Produce(t, c.Source.Bootstrap, &kgo.Record{Topic: warm, Value: []byte("fence")})
+	commitGroup(t, c.Source.Bootstrap, groupReady, warm, map[int32]int64{0: 2}, "")
+	testkit.WaitFor(t, 3*time.Minute, "MM2's checkpoint of "+groupReady+" from the fence's offset sync", func() bool {
+		cps, err := groupCheckpoints(testkit.Context(t, 20*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupReady, "source."+warm)
+		return err == nil && cps[0].UpstreamOffset == 2 && cps[0].DownstreamOffset == 2
+	})
+	phase("MM2's checkpoint task has read every offset sync of the topic")
+
 	commitGroup(t, c.Source.Bootstrap, groupMM2, topic, positions, "md")
 	commitGroup(t, c.Source.Bootstrap, groupGo, topic, positions, "md")
 
