@@ -6,15 +6,19 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // Opt-in profiles of one process, for performance work (docs/performance.md):
 // MM2_CPU_PROFILE names a file that receives a CPU profile of the whole run, MM2_ALLOC_PROFILE
 // one that receives the allocation profile (every allocation since start, by bytes and count)
-// when the process ends. Unset, nothing is profiled.
+// when the process ends, MM2_TRACE one that receives an execution trace of the whole run
+// (`go tool trace`, whose -pprof=sync|sched|net views show where goroutines wait). Unset,
+// nothing is profiled.
 const (
 	EnvCPUProfile   = "MM2_CPU_PROFILE"
 	EnvAllocProfile = "MM2_ALLOC_PROFILE"
+	EnvTrace        = "MM2_TRACE"
 )
 
 // startProfiles starts the profiles the environment asks for and returns the function that
@@ -31,6 +35,20 @@ func startProfiles(lookupEnv func(string) (string, bool), stderr io.Writer) (sto
 		} else {
 			stops = append(stops, func() {
 				pprof.StopCPUProfile()
+				_ = f.Close()
+			})
+		}
+	}
+	if path, ok := lookupEnv(EnvTrace); ok && path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: execution trace not started: %v\n", EnvTrace, err)
+		} else {
+			stops = append(stops, func() {
+				trace.Stop()
 				_ = f.Close()
 			})
 		}

@@ -10,7 +10,7 @@ import (
 // replicator, read like MM2 reads them: <source>.consumer.<key>, then the flow's
 // <source>-><target>.consumer.<key>. Zero means the engine's own choice.
 type ConsumerOverrides struct {
-	FetchMaxBytes    int `envconfig:"CONSUMER_FETCH_MAX_BYTES" mm2:"consumer.fetch.max.bytes" default:"0" desc:"max bytes of one fetch response from the source (0: mm2go's 512 KiB, sized to compression)"`
+	FetchMaxBytes    int `envconfig:"CONSUMER_FETCH_MAX_BYTES" mm2:"consumer.fetch.max.bytes" default:"0" desc:"max bytes of one fetch response from the source (0: mm2go's 512 KiB, 4 KiB per partition consumed up to 4 MiB, sized to compression)"`
 	RequestTimeoutMS int `envconfig:"CONSUMER_REQUEST_TIMEOUT_MS" mm2:"consumer.request.timeout.ms" default:"0" desc:"how long the source's clients wait for a response (0: franz-go's default)"`
 	SessionTimeoutMS int `envconfig:"CONSUMER_SESSION_TIMEOUT_MS" mm2:"consumer.session.timeout.ms" default:"0" desc:"session timeout of MM2_BURST_GROUP members (0: franz-go's 45 s)"`
 }

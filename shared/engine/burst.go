@@ -324,7 +324,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	c.remote = remote
 	c.reuse = reuse
 	if reuse {
-		c.inflight, c.space = &e.reuse.inflight, e.reuse.space
+		c.budget, c.inflight, c.space = e.sharedInflightBudget(), &e.reuse.inflight, e.reuse.space
 	}
 	copying = true
 	sum, err := c.run(ctx, start)
@@ -387,7 +387,7 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 		return
 	}
 	pool := &fetchPool{}
-	cons, err := e.dialConsumer(ctx, pool, kgo.ConsumePartitions(offs))
+	cons, err := e.dialConsumer(ctx, pool, len(es.works), kgo.ConsumePartitions(offs))
 	if err != nil {
 		return // the copier connects again and reports the failure
 	}

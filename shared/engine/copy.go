@@ -24,8 +24,52 @@ const (
 	positionFlushBytes    = 8 << 20
 )
 
-// maxBufferedRecords caps records buffered in a producer; the byte bound (MaxBufferedBytes)
-// normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
+// The in-flight budget (bytes read from the source, not yet acknowledged by the target) when
+// Options.MaxBufferedBytes is 0. A burst over few partitions needs room for a full batch
+// (cluster.DefaultMaxRequestSize, 1 MiB) per partition: with 2 MiB over 8 partitions every
+// batch waited out the producer's linger, and two 1 MB records at a time were in flight (1M
+// x 512 B: 2.6-2.9 s at 2 MiB, 1.7-2.1 s at 8 MiB; 1,000 x 1 MB: 4.6 s, 2.1 s). A wide burst
+// gains no rate from more: its batches stay small whatever the budget, and the collector pays
+// for the larger live heap (100 partitions: 2.6-2.9 CPU s/GB at 2 MiB, 3.6 at 8 MiB; 1,000:
+// 8.1-9.0 against 12-13). docs/performance.md has the runs.
+const (
+	narrowInflightBytes = 8 << 20
+	wideInflightBytes   = 2 << 20
+	narrowPartitions    = 16
+)
+
+// inflightBudget returns the in-flight byte bound of a burst over partitions: the configured
+// MaxBufferedBytes, else narrowInflightBytes up to narrowPartitions partitions, then
+// narrowInflightBytes × narrowPartitions / partitions, never below wideInflightBytes.
+func (e *Engine) inflightBudget(partitions int) int64 {
+	if e.opts.MaxBufferedBytes > 0 {
+		return int64(e.opts.MaxBufferedBytes)
+	}
+	if partitions <= narrowPartitions {
+		return narrowInflightBytes
+	}
+	return max(narrowInflightBytes*narrowPartitions/int64(partitions), wideInflightBytes)
+}
+
+// sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
+// producers together (CopyPartition, mirror serve): the wide budget, as those calls usually
+// cover many partitions at once.
+func (e *Engine) sharedInflightBudget() int64 {
+	if e.opts.MaxBufferedBytes > 0 {
+		return int64(e.opts.MaxBufferedBytes)
+	}
+	return wideInflightBytes
+}
+
+// producerBufferedBytes bounds a record producer's buffer: twice the largest in-flight budget
+// its copies use plus room for one batch per partition being assembled. The copier's own
+// budget binds first.
+func (e *Engine) producerBufferedBytes() int {
+	return int(2*max(int64(e.opts.MaxBufferedBytes), narrowInflightBytes)) + 16<<20
+}
+
+// maxBufferedRecords caps records buffered in a producer; the byte bound (the in-flight
+// budget) normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
 const maxBufferedRecords = 1 << 17
 
 // partState tracks one partition of an at-least-once copy.
@@ -120,8 +164,9 @@ type copier struct {
 	pool  *fetchPool
 	early *kgo.Client // source consumer started while the topics were prepared, until used
 	// inflight counts bytes produced, not yet acknowledged; space is signalled when it drops
-	// below MaxBufferedBytes. Both are the engine's (one bound for all concurrent calls)
-	// with reuse.
+	// below budget. All three are the engine's (one bound for all concurrent calls) with
+	// reuse.
+	budget     int64
 	inflight   *atomic.Int64
 	space      chan struct{}
 	records    atomic.Int64
@@ -140,7 +185,8 @@ type copier struct {
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
-		inflight: new(atomic.Int64), space: make(chan struct{}, 1), pool: &fetchPool{}}
+		budget: e.inflightBudget(len(works)), inflight: new(atomic.Int64), space: make(chan struct{}, 1),
+		pool: &fetchPool{}}
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -253,7 +299,7 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	}
 
 	c.pending.Add(-1)
-	if c.inflight.Add(-size) < int64(c.e.opts.MaxBufferedBytes) {
+	if c.inflight.Add(-size) < c.budget {
 		select {
 		case c.space <- struct{}{}:
 		default:
@@ -471,13 +517,13 @@ func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *atomic.Int6
 func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
 	e := c.e
 	if c.bo.Group == "" {
-		return e.dialConsumer(ctx, c.pool, kgo.ConsumePartitions(offs))
+		return e.dialConsumer(ctx, c.pool, len(c.states), kgo.ConsumePartitions(offs))
 	}
 	topics := make([]string, 0, len(c.remote))
 	for t := range c.remote {
 		topics = append(topics, t)
 	}
-	return e.dialConsumer(ctx, c.pool,
+	return e.dialConsumer(ctx, c.pool, len(c.states),
 		kgo.ConsumerGroup(c.bo.Group),
 		// Eager: every rebalance hands each member its whole new assignment at once. With a
 		// cooperative balancer a member joining while another copies first gets nothing (the
@@ -512,11 +558,34 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 	)
 }
 
-// dialConsumer connects an at-least-once source consumer (what it consumes is in extra:
-// assigned partitions, which it starts fetching at once, or a group) with fetch budgets that
-// follow the data's compression.
-func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, extra ...kgo.Opt) (*kgo.Client, error) {
-	sizer := newFetchSizer(e.opts.FetchMaxBytes, min(e.opts.FetchMaxBytes, 256<<10))
+// The fetch budget (fetch.max.bytes) when Options.FetchMaxBytes is 0: fetchBytesPerPartition
+// per partition consumed, between minAutoFetchBytes and maxAutoFetchBytes. A broker answers a
+// fetch with at most maxPartitionFetchBytes of each partition, and every fetch request and
+// response lists every partition consumed, so a wide flow at 512 KiB paid that per-partition
+// cost for every two partitions' data (1,000 partitions: 8.2-9.0 CPU s/GB at 512 KiB, 5.3 at
+// 2 MiB, 4.7 at 4 MiB; 8 MiB ran into the memory limit at 11-12). A narrow flow keeps the
+// small fetch: its in-flight budget is the larger one.
+const (
+	minAutoFetchBytes      = 512 << 10
+	maxAutoFetchBytes      = 4 << 20
+	fetchBytesPerPartition = 4 << 10
+	maxPartitionFetchBytes = 256 << 10
+)
+
+// fetchBudget returns the fetch.max.bytes of a consumer over partitions.
+func (e *Engine) fetchBudget(partitions int) int32 {
+	if e.opts.FetchMaxBytes > 0 {
+		return e.opts.FetchMaxBytes
+	}
+	return int32(min(max(partitions*fetchBytesPerPartition, minAutoFetchBytes), maxAutoFetchBytes))
+}
+
+// dialConsumer connects an at-least-once source consumer over partitions (what it consumes is
+// in extra: assigned partitions, which it starts fetching at once, or a group) with fetch
+// budgets that follow the data's compression.
+func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
+	b := e.fetchBudget(partitions)
+	sizer := newFetchSizer(b, min(b, maxPartitionFetchBytes))
 	return sizer.dial(ctx, e.dial, Source, append([]kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),
@@ -695,6 +764,10 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			stall.progress()
 		}
 		stop := false
+		// Partitions that reached their end in this poll, paused together afterwards:
+		// franz-go copies its whole paused set on every pause, so one call per partition
+		// cost O(partitions²) (8.7% of a 1,000-partition burst's CPU).
+		done := map[string][]int32{}
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			if stop {
 				return
@@ -710,7 +783,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			for i, r := range ftp.Records {
 				off := r.Offset // r belongs to the producer once produced
 				if off >= st.w.end {
-					c.markDone(cons, st)
+					c.markDone(done, st)
 					recycle(ftp.Records[i:])
 					return
 				}
@@ -731,12 +804,15 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 					produced++
 				}
 				if off >= st.w.end-1 {
-					c.markDone(cons, st)
+					c.markDone(done, st)
 					recycle(ftp.Records[i+1:])
 					return
 				}
 			}
 		})
+		if len(done) > 0 {
+			cons.PauseFetchPartitions(done)
+		}
 		if stop && c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
 			reason = ReasonMaxRecords
 			break
@@ -851,14 +927,16 @@ func recycle(recs []*kgo.Record) {
 	}
 }
 
-func (c *copier) markDone(cons *kgo.Client, st *partState) {
+// markDone marks st finished and adds it to done, the partitions the fetch loop pauses after
+// this poll.
+func (c *copier) markDone(done map[string][]int32, st *partState) {
 	c.mu.Lock()
 	if !st.done {
 		st.done = true
 		c.active--
 	}
 	c.mu.Unlock()
-	cons.PauseFetchPartitions(map[string][]int32{st.w.tp.Topic: {st.w.tp.Partition}})
+	done[st.w.tp.Topic] = append(done[st.w.tp.Topic], st.w.tp.Partition)
 }
 
 // produce sends one fetched record to the remote partition, waiting while too many bytes are
@@ -866,7 +944,7 @@ func (c *copier) markDone(cons *kgo.Client, st *partState) {
 func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
 	size := recordSize(r)
 	var poll <-chan time.Time
-	for c.inflight.Load()+size > int64(c.e.opts.MaxBufferedBytes) && c.inflight.Load() > 0 {
+	for c.inflight.Load()+size > c.budget && c.inflight.Load() > 0 {
 		if c.reuse && poll == nil {
 			// Other calls wait on the same signal: never sleep on it for long.
 			t := time.NewTicker(5 * time.Millisecond)

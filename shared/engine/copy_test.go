@@ -182,3 +182,49 @@ func TestNewTopicAndGrowth(t *testing.T) {
 		t.Errorf("remote topic %s did not get retention.ms=123456789", f.remote(a))
 	}
 }
+
+// TestInflightBudget: a narrow burst gets room for a full batch per partition, a wide one the
+// small budget, concurrent calls share the small one, and a configured bound wins everywhere.
+func TestInflightBudget(t *testing.T) {
+	auto, set := &Engine{}, &Engine{opts: Options{MaxBufferedBytes: 3 << 20}}
+	for _, tc := range []struct {
+		e          *Engine
+		partitions int
+		want       int64
+	}{
+		{auto, 1, 8 << 20}, {auto, 8, 8 << 20}, {auto, 16, 8 << 20}, {auto, 32, 4 << 20},
+		{auto, 64, 2 << 20}, {auto, 100, 2 << 20}, {auto, 1000, 2 << 20},
+		{set, 1, 3 << 20}, {set, 1000, 3 << 20},
+	} {
+		if got := tc.e.inflightBudget(tc.partitions); got != tc.want {
+			t.Errorf("MaxBufferedBytes %d, %d partitions: budget %d, want %d", tc.e.opts.MaxBufferedBytes, tc.partitions, got, tc.want)
+		}
+	}
+	if got := auto.sharedInflightBudget(); got != 2<<20 {
+		t.Errorf("shared budget %d, want 2 MiB", got)
+	}
+	if got := set.sharedInflightBudget(); got != 3<<20 {
+		t.Errorf("configured shared budget %d, want 3 MiB", got)
+	}
+	if got := auto.producerBufferedBytes(); got != 32<<20 {
+		t.Errorf("producer buffer %d, want 2 × 8 MiB + 16 MiB", got)
+	}
+}
+
+// TestFetchBudget: fetches grow with the partitions consumed, between 512 KiB and 4 MiB, and a
+// configured consumer.fetch.max.bytes wins.
+func TestFetchBudget(t *testing.T) {
+	auto, set := &Engine{}, &Engine{opts: Options{FetchMaxBytes: 1 << 20}}
+	for _, tc := range []struct {
+		e          *Engine
+		partitions int
+		want       int32
+	}{
+		{auto, 1, 512 << 10}, {auto, 8, 512 << 10}, {auto, 128, 512 << 10}, {auto, 256, 1 << 20},
+		{auto, 1000, 4000 << 10}, {auto, 5000, 4 << 20}, {set, 8, 1 << 20}, {set, 1000, 1 << 20},
+	} {
+		if got := tc.e.fetchBudget(tc.partitions); got != tc.want {
+			t.Errorf("FetchMaxBytes %d, %d partitions: fetch budget %d, want %d", tc.e.opts.FetchMaxBytes, tc.partitions, got, tc.want)
+		}
+	}
+}

@@ -108,10 +108,13 @@ type Options struct {
 	TransactionalIDPrefix string
 
 	// MaxBufferedBytes bounds the bytes of records read but not yet acknowledged by the
-	// target; 0 means 2 MiB. Memory use does not grow with the backlog beyond this and the
-	// fetch buffers (FetchMaxBytes per source broker).
+	// target. 0 sizes it to the copy (inflightBudget): 8 MiB for a burst over up to 16
+	// partitions, tapering to 2 MiB from 64, and 2 MiB shared by concurrent CopyPartition calls.
+	// Memory use does not grow with the backlog beyond this and the fetch buffers
+	// (FetchMaxBytes per source broker).
 	MaxBufferedBytes int
-	// FetchMaxBytes per fetch response; 0 means 512 KiB. Compressed batches count at their
+	// FetchMaxBytes per fetch response; 0 sizes it to the partitions consumed (fetchBudget):
+	// 512 KiB up to 128 partitions, 4 KiB more per partition up to 4 MiB. Compressed batches count at their
 	// compressed size here, so a fetch may hold many times this once decompressed.
 	FetchMaxBytes int32
 	// ProducerLinger, if set, overrides how long the target producer waits to fill batches
@@ -176,11 +179,11 @@ func (o *Options) withDefaults() error {
 	if o.TransactionalIDPrefix == "" {
 		o.TransactionalIDPrefix = "mm2go"
 	}
-	if o.MaxBufferedBytes <= 0 {
-		o.MaxBufferedBytes = 2 << 20
+	if o.MaxBufferedBytes < 0 {
+		o.MaxBufferedBytes = 0
 	}
-	if o.FetchMaxBytes <= 0 {
-		o.FetchMaxBytes = 512 << 10
+	if o.FetchMaxBytes < 0 {
+		o.FetchMaxBytes = 0
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	held = false
 	c := newCopier(e, BurstOptions{Grace: 10 * time.Second, settled: release}, []*work{w}, readyTopic(parts), syncs)
 	c.reuse = true
-	c.inflight, c.space = &e.reuse.inflight, e.reuse.space
+	c.budget, c.inflight, c.space = e.sharedInflightBudget(), &e.reuse.inflight, e.reuse.space
 	writeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {

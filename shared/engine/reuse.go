@@ -33,7 +33,7 @@ type reused struct {
 	prepared       map[string]preparedTopic // source topic -> remote topic checked
 
 	// inflight and space bound the bytes in flight of all concurrent calls together (the
-	// copier's MaxBufferedBytes), so memory does not grow with the partitions copied at once.
+	// engine's sharedInflightBudget), so memory does not grow with the partitions copied at once.
 	inflight atomic.Int64
 	space    chan struct{}
 
@@ -82,7 +82,7 @@ func (e *Engine) dataProducerOpts() []kgo.Opt {
 	return e.producerOpts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedBytes(2*e.opts.MaxBufferedBytes+(16<<20)),
+		kgo.MaxBufferedBytes(e.producerBufferedBytes()),
 		kgo.MaxBufferedRecords(maxBufferedRecords),
 		kgo.RecordDeliveryTimeout(0),
 	)

@@ -359,6 +359,9 @@ func (h *harness) watch(ctx context.Context, cmds []*exec.Cmd, topics []string, 
 		}
 	}
 	deadline := time.After(30 * time.Minute)
+	// A contender that copies nothing more for stallAfter is stopped and reported as stalled,
+	// so one stuck contender does not hold the run for half an hour.
+	lastN, lastChange := int64(-1), time.Now()
 	running := len(cmds)
 	// Peak RSS from each child's own VmHWM, polled: rusage's Maxrss also counts the memory of
 	// this (forking) process before the child's exec, so it never reads below the harness's
@@ -377,6 +380,12 @@ poll:
 			c.Done = time.Since(start)
 			c.Copied = n
 			break
+		}
+		if n != lastN {
+			lastN, lastChange = n, time.Now()
+		} else if time.Since(lastChange) > stallAfter {
+			kill()
+			return c, fmt.Errorf("%s stalled: %d of %d records copied, none in the last %s", name, n, want, stallAfter)
 		}
 		select {
 		case err := <-exited:
@@ -431,6 +440,11 @@ poll:
 	c.setRates(want, bytes)
 	return c, nil
 }
+
+// stallAfter is how long a contender may copy nothing before the harness stops it (MM2 takes
+// up to about 15 s to start and to rebalance its tasks; tuned MM2 once copied nothing for four
+// minutes on the 2 GB backlog).
+const stallAfter = 2 * time.Minute
 
 // setRates fills in the rates and CPU per GB from Done and CPUSeconds.
 func (c *contender) setRates(want, bytes int64) {
@@ -514,6 +528,13 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 	c.Name = nameMM2
 	if tuned {
 		c.Name = nameMM2Tuned
+	}
+	if err != nil {
+		// Say why when the JVM ran out of heap (tuned MM2 on a large backlog: eight tasks,
+		// each with a 128 MB producer buffer and 50 MB fetches, in a 1 GB heap).
+		if log, rerr := os.ReadFile(logFile.Name()); rerr == nil && strings.Contains(string(log), "java.lang.OutOfMemoryError") {
+			err = fmt.Errorf("%w (its log, %s, has java.lang.OutOfMemoryError: Java heap space; tasks that hit it are killed and not restarted)", err, logFile.Name())
+		}
 	}
 	return c, err
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -101,7 +102,7 @@ func run(ctx context.Context, o options) error {
 	for i := 1; i <= o.runs; i++ {
 		stamp := fmt.Sprintf("%d", time.Now().UnixMilli()%1e10) // a fresh flow per run
 		var cmd *exec.Cmd
-		var remote []string
+		var remote, internal, sourceInternal []string // the run's topics, deleted after it
 		switch o.contender {
 		case "mirror":
 			src, tgt := "ps"+stamp, "pt"+stamp
@@ -122,6 +123,8 @@ func run(ctx context.Context, o options) error {
 			for _, t := range topics {
 				remote = append(remote, src+"."+t)
 			}
+			internal = []string{"mm2-offsets." + src + ".internal"}
+			sourceInternal = []string{"mm2-offset-syncs." + tgt + ".internal"}
 		case "raw":
 			for _, t := range topics {
 				remote = append(remote, "raw"+stamp+"."+t)
@@ -148,7 +151,7 @@ func run(ctx context.Context, o options) error {
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		user, sys := time.Duration(ru.Utime.Nano()).Seconds(), time.Duration(ru.Stime.Nano()).Seconds()
 		cpu := user + sys
-		if err := check(ctx, o, remote); err != nil {
+		if err := check(ctx, o, remote, internal, sourceInternal); err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
 		n := float64(o.topics * o.records)
@@ -254,7 +257,7 @@ func codec(name string) kgo.CompressionCodec {
 }
 
 // check fails unless the remote topics hold every record.
-func check(ctx context.Context, o options, remote []string) error {
+func check(ctx context.Context, o options, remote, internal, sourceInternal []string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(o.target))
 	if err != nil {
 		return err
@@ -268,6 +271,34 @@ func check(ctx context.Context, o options, remote []string) error {
 	ends.Each(func(lo kadm.ListedOffset) { sum += lo.Offset })
 	if want := int64(o.topics * o.records); sum != want {
 		return fmt.Errorf("remote topics hold %d records, want %d", sum, want)
+	}
+	// Every run writes a fresh flow: delete it, or repeated runs fill the disk (a 1 GB
+	// workload run twenty times is 20 GB of remote topics) and slow the brokers down (each
+	// flow's positions topic has 25 partitions).
+	if err := deleteTopics(ctx, o.target, append(remote, internal...)); err != nil {
+		return err
+	}
+	return deleteTopics(ctx, o.source, sourceInternal)
+}
+
+// deleteTopics deletes topics on the cluster at bootstrap; a topic already gone is fine.
+func deleteTopics(ctx context.Context, bootstrap string, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).DeleteTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("deleting %v on %s: %w", topics, bootstrap, err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("deleting %s on %s: %w", r.Topic, bootstrap, r.Err)
+		}
 	}
 	return nil
 }
