@@ -87,6 +87,7 @@ func EngineOptions(cfg *config.Config, lookupEnv func(string) (string, bool)) (e
 		LagGroup:                          cfg.LagGroup,
 		SyncTopicACLs:                     cfg.SyncTopicAclsEnabled,
 		FetchMaxBytes:                     int32(cfg.SourceConsumer.FetchMaxBytes), // consumer.fetch.max.bytes (0: default)
+		MaxBufferedBytes:                  int(cfg.InflightMaxBytes),               // inflight.max.bytes (0: default)
 	}
 	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
 		return engine.Options{}, err

@@ -373,6 +373,9 @@ func (c *Config) validate() []*cluster.SettingError {
 	if c.BurstMaxDuration < 0 {
 		bad("MM2_BURST_MAX_DURATION", "burst.max.duration", "must not be negative")
 	}
+	if c.InflightMaxBytes < 0 {
+		bad("MM2_INFLIGHT_MAX_BYTES", "inflight.max.bytes", "must not be negative")
+	}
 	if c.BurstMaxRecords < 0 {
 		bad("MM2_BURST_MAX_RECORDS", "burst.max.records", "must not be negative")
 	}

@@ -560,7 +560,7 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 
 // The fetch budget (fetch.max.bytes) when Options.FetchMaxBytes is 0: fetchBytesPerPartition
 // per partition consumed, between minAutoFetchBytes and maxAutoFetchBytes. A broker answers a
-// fetch with at most maxPartitionFetchBytes of each partition, and every fetch request and
+// fetch with at most partitionFetchBudget of each partition, and every fetch request and
 // response lists every partition consumed, so a wide flow at 512 KiB paid that per-partition
 // cost for every two partitions' data (1,000 partitions: 8.2-9.0 CPU s/GB at 512 KiB, 5.3 at
 // 2 MiB, 4.7 at 4 MiB; 8 MiB ran into the memory limit at 11-12). A narrow flow keeps the
@@ -569,8 +569,15 @@ const (
 	minAutoFetchBytes      = 512 << 10
 	maxAutoFetchBytes      = 4 << 20
 	fetchBytesPerPartition = 4 << 10
-	maxPartitionFetchBytes = 256 << 10
+	minPartitionFetchBytes = 256 << 10
 )
+
+// partitionFetchBudget returns the max.partition.fetch.bytes that goes with fetch.max.bytes b:
+// a sixteenth of it, at least minPartitionFetchBytes (or b if smaller) and at most Kafka's 1 MiB
+// default, so a large configured fetch is not held to a few partitions' worth.
+func partitionFetchBudget(b int32) int32 {
+	return min(max(b/16, minPartitionFetchBytes), b, 1<<20)
+}
 
 // fetchBudget returns the fetch.max.bytes of a consumer over partitions.
 func (e *Engine) fetchBudget(partitions int) int32 {
@@ -585,7 +592,7 @@ func (e *Engine) fetchBudget(partitions int) int32 {
 // budgets that follow the data's compression.
 func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
 	b := e.fetchBudget(partitions)
-	sizer := newFetchSizer(b, min(b, maxPartitionFetchBytes))
+	sizer := newFetchSizer(b, partitionFetchBudget(b))
 	return sizer.dial(ctx, e.dial, Source, append([]kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),

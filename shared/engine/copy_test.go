@@ -228,3 +228,15 @@ func TestFetchBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionFetchBudget: a sixteenth of the fetch, between 256 KiB (or the fetch) and 1 MiB.
+func TestPartitionFetchBudget(t *testing.T) {
+	for b, want := range map[int32]int32{
+		64 << 10: 64 << 10, 512 << 10: 256 << 10, 4 << 20: 256 << 10, 8 << 20: 512 << 10,
+		16 << 20: 1 << 20, 50 << 20: 1 << 20,
+	} {
+		if got := partitionFetchBudget(b); got != want {
+			t.Errorf("fetch %d: partition budget %d, want %d", b, got, want)
+		}
+	}
+}

@@ -463,6 +463,7 @@ const (
 	nameMM2Tuned = "MM2 tuned"
 	nameRaw      = "raw franz-go copy"
 	nameMirror   = "mirror run"
+	nameRoomy    = "mirror run, 256 MiB"
 	nameSplit    = "mirror run ×2 (burst group)"
 	nameServe    = "mirror serve"
 	nameProducer = "producer perf (ceiling)"
@@ -580,15 +581,24 @@ func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sou
 	return cmd, logFile, remote, nil
 }
 
-func (h *harness) runMirror(ctx context.Context, w workload, topics []string) (contender, error) {
-	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, "gosrc", "gotgt", "mirror", []string{"run"})
+// roomyEnv is the environment of the "mirror run, 256 MiB" contender: the memory the raw copy
+// takes, spent on larger budgets (16 MiB in flight, 16 MiB fetches), to show what the default
+// 64 MiB-class budgets cost in rate.
+var roomyEnv = []string{"GOMEMLIMIT=256MiB", "MM2_INFLIGHT_MAX_BYTES=16777216", "MM2_SOURCE_CONSUMER_FETCH_MAX_BYTES=16777216"}
+
+func (h *harness) runMirror(ctx context.Context, w workload, topics []string, roomy bool) (contender, error) {
+	src, tgt, logName, name, env := "gosrc", "gotgt", "mirror", nameMirror, []string(nil)
+	if roomy {
+		src, tgt, logName, name, env = "bigsrc", "bigtgt", "mirror-256MiB", nameRoomy, roomyEnv
+	}
+	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, src, tgt, logName, []string{"run"}, env...)
 	if err != nil {
 		return contender{}, err
 	}
 	defer logFile.Close()
 	// mirror run exits by itself once done (after committing its positions): just wait.
 	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
-	c.Name = nameMirror
+	c.Name = name
 	if err == nil {
 		c.BurstFirstRecordMS, err = burstFirstRecord(logFile.Name())
 	}
