@@ -25,34 +25,29 @@ const (
 // writes them. Failures are reported on stderr and never stop the function.
 func startProfiles(lookupEnv func(string) (string, bool), stderr io.Writer) (stop func()) {
 	var stops []func()
-	if path, ok := lookupEnv(EnvCPUProfile); ok && path != "" {
+	// streamed starts a recording that streams into the file its variable names until stop.
+	streamed := func(env, what string, start func(io.Writer) error, stop func()) {
+		path, ok := lookupEnv(env)
+		if !ok || path == "" {
+			return
+		}
 		f, err := os.Create(path)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			if err = start(f); err != nil {
+				_ = f.Close()
+			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: CPU profile not started: %v\n", EnvCPUProfile, err)
-		} else {
-			stops = append(stops, func() {
-				pprof.StopCPUProfile()
-				_ = f.Close()
-			})
+			fmt.Fprintf(stderr, "%s: %s not started: %v\n", env, what, err)
+			return
 		}
+		stops = append(stops, func() {
+			stop()
+			_ = f.Close()
+		})
 	}
-	if path, ok := lookupEnv(EnvTrace); ok && path != "" {
-		f, err := os.Create(path)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: execution trace not started: %v\n", EnvTrace, err)
-		} else {
-			stops = append(stops, func() {
-				trace.Stop()
-				_ = f.Close()
-			})
-		}
-	}
+	streamed(EnvCPUProfile, "CPU profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	streamed(EnvTrace, "execution trace", trace.Start, trace.Stop)
 	if path, ok := lookupEnv(EnvAllocProfile); ok && path != "" {
 		stops = append(stops, func() {
 			f, err := os.Create(path)
