@@ -131,6 +131,20 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		ref.Add(s)
 	}
 	ref.ReadToEnd()
+	// A position below the oldest sync the store kept translates to -1, and MM2 writes no
+	// checkpoint for it ("ignore offsets we cannot translate accurately"); mm2go must not
+	// either. Partition 2's position 0 is usually covered by the partition's first sync, but
+	// the store evicts old syncs as newer ones arrive, and how many MM2 writes depends on its
+	// timing (at most 10 in flight), so the first sync is sometimes gone.
+	translatable := map[int32]bool{}
+	for p := int32(0); p < partitions; p++ {
+		if want, ok := ref.Translate(topic, p, positions[p]); ok && want >= 0 {
+			translatable[p] = true
+		}
+	}
+	if len(translatable) < partitions-1 {
+		t.Fatalf("MM2's syncs translate only partitions %v of positions %v", translatable, positions)
+	}
 	// MM2 may have checkpointed while it was still writing syncs: wait for the checkpoints of
 	// the final syncs.
 	var byMM2 map[int32]mm2.Checkpoint
@@ -155,7 +169,10 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 		}
 		byMM2 = cps
 		for p := int32(0); p < partitions; p++ {
-			if want, ok := ref.Translate(topic, p, positions[p]); !ok || cps[p].DownstreamOffset != want {
+			if !translatable[p] {
+				continue // MM2 writes none: checked below, against mm2go's
+			}
+			if want, _ := ref.Translate(topic, p, positions[p]); cps[p].DownstreamOffset != want {
 				return false
 			}
 		}
@@ -195,8 +212,8 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.CheckpointsWritten != partitions || sum.SyncedOffsets != partitions {
-		t.Errorf("round wrote %d checkpoints and synced %d offsets, want %d each: %+v", sum.CheckpointsWritten, sum.SyncedOffsets, partitions, sum)
+	if sum.CheckpointsWritten != len(translatable) || sum.SyncedOffsets != len(translatable) {
+		t.Errorf("round wrote %d checkpoints and synced %d offsets, want %d each: %+v", sum.CheckpointsWritten, sum.SyncedOffsets, len(translatable), sum)
 	}
 	phase("mm2go checkpoint round done")
 	byGo, err := groupCheckpoints(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", groupGo, remote)
@@ -233,11 +250,18 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	t.Logf("partition  source group  exact  MM2 checkpoint  mm2go checkpoint  mm2go precise  (downstream offsets; exact = upstream + %d)", filler)
 	for p := int32(0); p < partitions; p++ {
 		up := positions[p]
-		want, ok := ref.Translate(topic, p, up)
-		if !ok || want < 0 {
-			t.Fatalf("p%d: MM2's syncs cannot translate %d", p, up)
-		}
+		want, _ := ref.Translate(topic, p, up)
 		goCP, mmCP := byGo[p], byMM2[p]
+		if !translatable[p] {
+			t.Logf("%9d  %12d  %5d  %14s  %16s  (MM2's syncs cannot translate it: no checkpoint)", p, up, up+filler, "-", "-")
+			if (goCP != mm2.Checkpoint{}) || (mmCP != mm2.Checkpoint{}) {
+				t.Errorf("p%d: position %d is below every kept sync; want no checkpoint, got MM2 %v, mm2go %v", p, up, mmCP, goCP)
+			}
+			if pr, ok := byPrecise[p]; ok && pr.DownstreamOffset > up+filler {
+				t.Errorf("p%d: precise checkpoint %d is past the exact position %d", p, pr.DownstreamOffset, up+filler)
+			}
+			continue
+		}
 		pr := byPrecise[p].DownstreamOffset
 		t.Logf("%9d  %12d  %5d  %14d  %16d  %13d", p, up, up+filler, mmCP.DownstreamOffset, goCP.DownstreamOffset, pr)
 		if pr < goCP.DownstreamOffset || pr > up+filler {
@@ -278,6 +302,12 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	}
 	for p := int32(0); p < partitions; p++ {
 		o, ok := resp.Lookup(remote, p)
+		if !translatable[p] {
+			if ok && o.At >= 0 {
+				t.Errorf("p%d: target group offset %+v synced from no checkpoint", p, o)
+			}
+			continue
+		}
 		if !ok || o.At != byGo[p].DownstreamOffset {
 			t.Errorf("p%d: target group offset %+v, want %d", p, o, byGo[p].DownstreamOffset)
 			continue
