@@ -51,6 +51,21 @@ func (e *Engine) inflightBudget(partitions int) int64 {
 	return max(narrowInflightBytes*narrowPartitions/int64(partitions), wideInflightBytes)
 }
 
+// startInflightBytes bounds the bytes in flight of a burst until the target acknowledged its
+// first record. Let loose at once, a burst over 8 partitions sent a first produce request of
+// up to 8 MiB (a full batch per partition) to a topic it had just created, and its first
+// record was acknowledged after 129 ms where a small first request took 50-100 ms.
+const startInflightBytes = 256 << 10
+
+// bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
+// burst on its own producer, then the budget.
+func (c *copier) bound() int64 {
+	if !c.reuse && c.firstAckNS.Load() == 0 {
+		return min(c.budget, startInflightBytes)
+	}
+	return c.budget
+}
+
 // sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
 // producers together (CopyPartition, mirror serve): the wide budget, as those calls usually
 // cover many partitions at once.
@@ -299,6 +314,9 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	}
 
 	c.pending.Add(-1)
+	if failed == nil && c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
+		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano()) // before the signal: it lifts bound
+	}
 	if c.inflight.Add(-size) < c.budget {
 		select {
 		case c.space <- struct{}{}:
@@ -311,9 +329,6 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	}
 	c.records.Add(1)
 	c.bytes.Add(size)
-	if c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
-		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
-	}
 	c.syncs.record(st.ctx, st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
 	r.Recycle()
 }
@@ -951,7 +966,7 @@ func (c *copier) markDone(done map[string][]int32, st *partState) {
 func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
 	size := recordSize(r)
 	var poll <-chan time.Time
-	for c.inflight.Load()+size > c.budget && c.inflight.Load() > 0 {
+	for c.inflight.Load()+size > c.bound() && c.inflight.Load() > 0 {
 		if c.reuse && poll == nil {
 			// Other calls wait on the same signal: never sleep on it for long.
 			t := time.NewTicker(5 * time.Millisecond)

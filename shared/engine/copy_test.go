@@ -209,6 +209,18 @@ func TestInflightBudget(t *testing.T) {
 	if got := auto.producerBufferedBytes(); got != 32<<20 {
 		t.Errorf("producer buffer %d, want 2 × 8 MiB + 16 MiB", got)
 	}
+	// A burst starts small and opens up at its first acknowledgement; shared producers do not.
+	c := &copier{budget: 8 << 20}
+	if got := c.bound(); got != 256<<10 {
+		t.Errorf("bound before the first acknowledgement %d, want 256 KiB", got)
+	}
+	c.firstAckNS.Store(1)
+	if got := c.bound(); got != 8<<20 {
+		t.Errorf("bound after the first acknowledgement %d, want the 8 MiB budget", got)
+	}
+	if got := (&copier{budget: 2 << 20, reuse: true}).bound(); got != 2<<20 {
+		t.Errorf("shared producers' bound %d, want their 2 MiB budget", got)
+	}
 }
 
 // TestFetchBudget: fetches grow with the partitions consumed, between 512 KiB and 4 MiB, and a
