@@ -608,6 +608,9 @@ func (e *Engine) fetchBudget(partitions int) int32 {
 func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
 	b := e.fetchBudget(partitions)
 	sizer := newFetchSizer(b, partitionFetchBudget(b))
+	if pool.ratio == nil {
+		pool.ratio = sizer.ratio
+	}
 	return sizer.dial(ctx, e.dial, Source, append([]kgo.Opt{
 		e.isolation(),
 		kgo.KeepControlRecords(),

@@ -77,6 +77,17 @@ func scaleDown(budget int32, compressed, raw int64) int32 {
 	return int32(max(v, int64(min(budget, minFetchBytes))))
 }
 
+// ratio returns the decompressed-to-compressed byte ratio of the batches read so far, 0 before
+// the first.
+func (f *fetchSizer) ratio() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.compressed == 0 {
+		return 0
+	}
+	return float64(f.raw) / float64(f.compressed)
+}
+
 // near reports whether a and b differ by less than a sixth, not worth a change.
 func near(a, b int32) bool {
 	d := int64(a) - int64(b)

@@ -115,3 +115,23 @@ func TestFetchBudgetFollowsCompression(t *testing.T) {
 		h.mu.Unlock()
 	}
 }
+
+// TestFetchPoolSizesDecompressBuffers: a decompression buffer follows the batches' ratio, and a
+// pooled buffer far larger than a batch needs is not handed out (franz-go zeroes a buffer's
+// whole capacity on recycling).
+func TestFetchPoolSizesDecompressBuffers(t *testing.T) {
+	compressed := make([]byte, 1000)
+	p := &fetchPool{}
+	if got := cap(p.GetDecompressBytes(compressed, 0)); got != 4000 {
+		t.Errorf("no ratio yet: capacity %d, want 4x", got)
+	}
+	p.ratio = func() float64 { return 10 }
+	want := 1000*10*9/8 + 1<<10
+	if got := cap(p.GetDecompressBytes(compressed, 0)); got != want {
+		t.Errorf("ratio 10: capacity %d, want %d", got, want)
+	}
+	p.PutDecompressBytes(make([]byte, 1<<20))
+	if got := cap(p.GetDecompressBytes(compressed, 0)); got != want {
+		t.Errorf("after pooling a 1 MiB buffer: capacity %d, want a fresh %d", got, want)
+	}
+}
