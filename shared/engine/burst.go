@@ -322,9 +322,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		c.pool, c.early = early.pool, early.cons
 	}
 	c.remote = remote
-	c.reuse = reuse
 	if reuse {
-		c.budget, c.inflight, c.space = e.sharedInflightBudget(), &e.reuse.inflight, e.reuse.space
+		c.shareEngineBudget()
 	}
 	copying = true
 	sum, err := c.run(ctx, start)

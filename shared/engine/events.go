@@ -138,8 +138,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	w := &work{tp: tp, remote: remote, start: rec.Offset, end: rec.Offset + 1, initPos: -2}
 	held = false
 	c := newCopier(e, BurstOptions{Grace: 10 * time.Second, settled: release}, []*work{w}, readyTopic(parts), syncs)
-	c.reuse = true
-	c.budget, c.inflight, c.space = e.sharedInflightBudget(), &e.reuse.inflight, e.reuse.space
+	c.shareEngineBudget()
 	writeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
