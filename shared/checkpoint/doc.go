@@ -11,7 +11,10 @@
 //  3. list the source's consumer groups accepted by the group filter, fetch
 //     their committed offsets for topics accepted by the topic filter,
 //     translate them and write a Checkpoint record for every partition whose
-//     checkpoint is "more recent" than the stored one;
+//     checkpoint is "more recent" than the stored one. Groups that already have
+//     a checkpoint are fetched even when the listing leaves them out (a broker
+//     that has just restarted lists no groups, without an error, until it leads
+//     its __consumer_offsets partitions again);
 //  4. with sync.group.offsets.enabled, commit the translated offsets to the
 //     same groups on the target when they have no active members there,
 //     never moving a committed offset backwards.

@@ -142,7 +142,7 @@ func (j *Job) Round(ctx context.Context) (*Summary, error) {
 		sum.Translation = "precise"
 	}
 
-	groups, err := j.listGroups(ctx)
+	groups, err := j.listGroups(ctx, cps.groupNames())
 	if err != nil {
 		return sum, err
 	}
@@ -335,7 +335,14 @@ type group struct {
 // listGroups lists the source's consumer groups accepted by the group filter
 // that have at least one committed offset on a topic accepted by the topic
 // filter (MirrorCheckpointConnector.findConsumerGroups).
-func (j *Job) listGroups(ctx context.Context) ([]group, error) {
+//
+// The groups in known (those with a checkpoint on the target) are fetched even when the
+// listing leaves them out. A broker lists only the groups of the __consumer_offsets
+// partitions it has taken up, and a broker that has just restarted answers ListGroups with an
+// empty list and no error until it leads them again; fetching such a group's offsets then
+// fails with a retriable coordinator error, so the round is retried instead of ending with
+// nothing done. A known group deleted on the source has no committed offsets and is skipped.
+func (j *Job) listGroups(ctx context.Context, known []string) ([]group, error) {
 	listed, err := j.SrcAdm.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing consumer groups on source %q: %w", j.opts.SourceAlias, err)
@@ -345,6 +352,13 @@ func (j *Job) listGroups(ctx context.Context) ([]group, error) {
 		if !isConsumerGroup(g) || !j.opts.Groups.Accept(name) {
 			continue
 		}
+		names = append(names, name)
+	}
+	for _, name := range known {
+		if _, ok := listed[name]; ok || !j.opts.Groups.Accept(name) {
+			continue
+		}
+		j.log.Debug("group with checkpoints not listed on the source; fetching its offsets anyway", "group", name)
 		names = append(names, name)
 	}
 	sort.Strings(names)

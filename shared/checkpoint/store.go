@@ -43,6 +43,15 @@ func (s *checkpointStore) get(group, topic string, partition int32) (mm2.Checkpo
 	return c, ok
 }
 
+// groupNames returns the groups that have at least one checkpoint, in no particular order.
+func (s *checkpointStore) groupNames() []string {
+	out := make([]string, 0, len(s.groups))
+	for g := range s.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
 // len is the number of (group, partition) entries.
 func (s *checkpointStore) len() int { return s.n }
 
