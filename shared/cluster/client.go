@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/krberror"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -380,19 +382,8 @@ func consumerProducerOpts(s Settings) []kgo.Opt {
 	if s.ConsumerIsolationLevel == "read_committed" {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	codec := kgo.NoCompression()
-	switch s.ProducerCompressionType {
-	case "gzip":
-		codec = kgo.GzipCompression()
-	case "snappy":
-		codec = kgo.SnappyCompression()
-	case "lz4":
-		codec = kgo.Lz4Compression()
-	case "zstd":
-		codec = kgo.ZstdCompression()
-	}
 	opts = append(opts,
-		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchCompression(producerCodec(s)),
 		kgo.ProducerLinger(time.Duration(s.ProducerLingerMS)*time.Millisecond),
 		// Kafka's max.request.size default, not franz-go's 1000012: a record of 1,000,000
 		// bytes (which a Java producer, and so MM2, writes) fits, and batches fill 5% more.
@@ -435,4 +426,37 @@ func Dialer(s Settings, p Profile, logger *slog.Logger) ClientFunc {
 		}
 		return cl, nil
 	}
+}
+
+// lz4Depths are franz-go's (pierrec/lz4's) high-compression depths, for Kafka's lz4 levels 1 to 9.
+var lz4Depths = [...]lz4.CompressionLevel{lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4, lz4.Level5, lz4.Level6, lz4.Level7, lz4.Level8, lz4.Level9}
+
+// producerCodec is the target producer's codec for compression.type at Kafka's
+// compression.<type>.level. Kafka's lz4 default (9) is lz4's fast mode and any other level its
+// high-compression mode; franz-go has nine depths, so levels above 9 compress as 9. zstd levels
+// map onto the encoder's four speeds as klauspost/compress maps them.
+func producerCodec(s Settings) kgo.CompressionCodec {
+	switch s.ProducerCompressionType {
+	case "gzip":
+		c := kgo.GzipCompression()
+		if l := s.ProducerCompressionGzipLevel; l >= 1 && l <= 9 {
+			c = c.WithLevel(l)
+		}
+		return c
+	case "snappy":
+		return kgo.SnappyCompression()
+	case "lz4":
+		c := kgo.Lz4Compression()
+		if l := s.ProducerCompressionLz4Level; l >= 1 && l <= 17 && l != 9 {
+			c = c.WithLevel(int(lz4Depths[min(l, 9)-1]))
+		}
+		return c
+	case "zstd":
+		l := s.ProducerCompressionZstdLevel
+		if l == 0 {
+			l = 3 // zstd's own meaning of 0
+		}
+		return kgo.ZstdCompression().WithLevel(int(zstd.EncoderLevelFromZstd(l)))
+	}
+	return kgo.NoCompression()
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -87,6 +89,12 @@ func TestOptionsInvalidCombinations(t *testing.T) {
 		{name: "missing JKS truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "testdata/none.jks", SSLTruststoreType: "JKS"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "unreadable truststore", s: Settings{BootstrapServers: seeds, SecurityProtocol: "SSL", SSLTruststoreLocation: "/nonexistent/ca.pem"}, want: []string{"MM2_SOURCE_SSL_TRUSTSTORE_LOCATION (source.ssl.truststore.location)", "no such file"}},
 		{name: "bad compression", s: Settings{BootstrapServers: seeds, ProducerCompressionType: "brotli"}, want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_TYPE", "brotli"}},
+		{name: "zstd level too high", s: Settings{BootstrapServers: seeds, ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: 23},
+			want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_ZSTD_LEVEL (source.producer.compression.zstd.level): 23 is out of range (want -131072 to 22)"}},
+		{name: "gzip level too high", s: Settings{BootstrapServers: seeds, ProducerCompressionGzipLevel: 10},
+			want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_GZIP_LEVEL (source.producer.compression.gzip.level): 10 is out of range (want 1 to 9, or -1 for gzip's default)"}},
+		{name: "lz4 level negative", s: Settings{BootstrapServers: seeds, ProducerCompressionLz4Level: -1},
+			want: []string{"MM2_SOURCE_PRODUCER_COMPRESSION_LZ4_LEVEL (source.producer.compression.lz4.level): -1 is out of range (want 1 to 17)"}},
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			test.s.Alias = "source"
@@ -299,6 +307,47 @@ func TestOptionValuesReachTheClient(t *testing.T) {
 			tlsCfg, _ := cl.OptValue(kgo.DialTLSConfig).(*tls.Config)
 			if (tlsCfg != nil) != test.wantTLS {
 				t.Errorf("TLS config %v", tlsCfg)
+			}
+		})
+	}
+}
+
+// TestCompressionLevelsReachTheClient checks Kafka's compression.<type>.level against the codec
+// the client's producer is given: Kafka's defaults are franz-go's defaults, and other levels
+// select franz-go's nearest setting.
+func TestCompressionLevelsReachTheClient(t *testing.T) {
+	for _, test := range []struct {
+		name string
+		s    Settings
+		want kgo.CompressionCodec
+	}{
+		{"none", Settings{}, kgo.NoCompression()},
+		{"gzip default", Settings{ProducerCompressionType: "gzip", ProducerCompressionGzipLevel: -1}, kgo.GzipCompression()},
+		{"gzip 1", Settings{ProducerCompressionType: "gzip", ProducerCompressionGzipLevel: 1}, kgo.GzipCompression().WithLevel(1)},
+		{"gzip 9", Settings{ProducerCompressionType: "gzip", ProducerCompressionGzipLevel: 9}, kgo.GzipCompression().WithLevel(9)},
+		{"snappy", Settings{ProducerCompressionType: "snappy"}, kgo.SnappyCompression()},
+		{"lz4 default is the fast mode", Settings{ProducerCompressionType: "lz4", ProducerCompressionLz4Level: 9}, kgo.Lz4Compression()},
+		{"lz4 zero value", Settings{ProducerCompressionType: "lz4"}, kgo.Lz4Compression()},
+		{"lz4 1", Settings{ProducerCompressionType: "lz4", ProducerCompressionLz4Level: 1}, kgo.Lz4Compression().WithLevel(int(lz4.Level1))},
+		{"lz4 8", Settings{ProducerCompressionType: "lz4", ProducerCompressionLz4Level: 8}, kgo.Lz4Compression().WithLevel(int(lz4.Level8))},
+		{"lz4 17 as the deepest", Settings{ProducerCompressionType: "lz4", ProducerCompressionLz4Level: 17}, kgo.Lz4Compression().WithLevel(int(lz4.Level9))},
+		{"zstd default", Settings{ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: 3}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedDefault))},
+		{"zstd zero value", Settings{ProducerCompressionType: "zstd"}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedDefault))},
+		{"zstd 1", Settings{ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: 1}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedFastest))},
+		{"zstd negative", Settings{ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: -5}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedFastest))},
+		{"zstd 7", Settings{ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: 7}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedBetterCompression))},
+		{"zstd 19", Settings{ProducerCompressionType: "zstd", ProducerCompressionZstdLevel: 19}, kgo.ZstdCompression().WithLevel(int(zstd.SpeedBestCompression))},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			test.s.Alias, test.s.Role, test.s.BootstrapServers = "target", "target", []string{"b:9092"}
+			cl, err := NewClient(context.Background(), test.s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			got, _ := cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec)
+			if len(got) != 1 || got[0] != test.want {
+				t.Errorf("producer codecs %+v, want %+v", got, test.want)
 			}
 		})
 	}

@@ -99,6 +99,15 @@ type Settings struct {
 	ConsumerIsolationLevel string `envconfig:"CONSUMER_ISOLATION_LEVEL" mm2:"consumer.isolation.level" default:"read_uncommitted" desc:"read_uncommitted or read_committed"`
 	// ProducerCompressionType is none, gzip, snappy, lz4 or zstd.
 	ProducerCompressionType string `envconfig:"PRODUCER_COMPRESSION_TYPE" mm2:"producer.compression.type" default:"none" desc:"none, gzip, snappy, lz4 or zstd"`
+	// ProducerCompressionGzipLevel is Kafka's compression.gzip.level: 1 to 9, -1 (or 0) for
+	// gzip's default (6).
+	ProducerCompressionGzipLevel int `envconfig:"PRODUCER_COMPRESSION_GZIP_LEVEL" mm2:"producer.compression.gzip.level" default:"-1" desc:"gzip level with compression.type=gzip: 1 (fastest) to 9 (smallest), -1 gzip's default (6)"`
+	// ProducerCompressionLz4Level is Kafka's compression.lz4.level: 1 to 17; 9 (or 0) is
+	// lz4's fast mode, any other level its high-compression mode, as in Kafka's producer.
+	ProducerCompressionLz4Level int `envconfig:"PRODUCER_COMPRESSION_LZ4_LEVEL" mm2:"producer.compression.lz4.level" default:"9" desc:"lz4 level with compression.type=lz4, 1 to 17: 9 is lz4's fast mode, any other its high-compression mode (franz-go's depths 1-9; 10-17 compress as 9)"`
+	// ProducerCompressionZstdLevel is Kafka's compression.zstd.level: -131072 to 22, 3 by
+	// default (0 means 3, as in zstd).
+	ProducerCompressionZstdLevel int `envconfig:"PRODUCER_COMPRESSION_ZSTD_LEVEL" mm2:"producer.compression.zstd.level" default:"3" desc:"zstd level with compression.type=zstd, -131072 to 22; franz-go's zstd has four speeds: below 3 fastest, 3-5 default, 6-9 better, 10 and above best"`
 	// ProducerLingerMS is how long the producer waits to fill a batch.
 	ProducerLingerMS int `envconfig:"PRODUCER_LINGER_MS" mm2:"producer.linger.ms" default:"5" desc:"producer batching delay in milliseconds"`
 }
@@ -303,6 +312,19 @@ func (s *Settings) Normalize(envPrefix, propPrefix string) []*SettingError {
 	enum("consumer.auto.offset.reset", &s.ConsumerAutoOffsetReset, "earliest", "latest", "none")
 	enum("consumer.isolation.level", &s.ConsumerIsolationLevel, "read_uncommitted", "read_committed")
 	enum("producer.compression.type", &s.ProducerCompressionType, "none", "gzip", "snappy", "lz4", "zstd")
+	// 0 is a Settings built without the defaults: the codec's default level.
+	for _, l := range []struct {
+		key, want        string
+		v, min, max, def int
+	}{
+		{"producer.compression.gzip.level", "1 to 9, or -1 for gzip's default", s.ProducerCompressionGzipLevel, 1, 9, -1},
+		{"producer.compression.lz4.level", "1 to 17", s.ProducerCompressionLz4Level, 1, 17, 9},
+		{"producer.compression.zstd.level", "-131072 to 22", s.ProducerCompressionZstdLevel, -131072, 22, 3},
+	} {
+		if l.v != 0 && l.v != l.def && (l.v < l.min || l.v > l.max) {
+			bad(l.key, "%d is out of range (want %s)", l.v, l.want)
+		}
+	}
 	if s.ProducerLingerMS < 0 {
 		bad("producer.linger.ms", "must not be negative")
 	}

@@ -134,7 +134,7 @@ func TestDefaults(t *testing.T) {
 	}
 	clusterDefaults := cluster.Settings{
 		SecurityProtocol: "PLAINTEXT", SSLEndpointIdentificationAlgorithm: "https",
-		ConsumerAutoOffsetReset: "earliest", ConsumerIsolationLevel: "read_uncommitted", ProducerCompressionType: "none", ProducerLingerMS: 5,
+		ConsumerAutoOffsetReset: "earliest", ConsumerIsolationLevel: "read_uncommitted", ProducerCompressionType: "none", ProducerCompressionGzipLevel: -1, ProducerCompressionLz4Level: 9, ProducerCompressionZstdLevel: 3, ProducerLingerMS: 5,
 	}
 	want.Source, want.Target = clusterDefaults, clusterDefaults
 	want.Source.Alias, want.Source.Role, want.Source.BootstrapServers = "source", "source", []string{"a:1"}
@@ -192,6 +192,7 @@ backup.security.protocol = SSL
 backup.ssl.truststore.location = /ca.pem
 primary.consumer.auto.offset.reset = latest
 backup.producer.compression.type = zstd
+backup.producer.compression.zstd.level = 1
 backup.producer.linger.ms = 20
 primary.client.id = me
 topics = a.*
@@ -216,7 +217,8 @@ offset.storage.topic = my-offsets
 				t.Errorf("target tls %q %q", c.Target.SecurityProtocol, c.Target.SSLTruststoreLocation)
 			}
 			if c.Source.ConsumerAutoOffsetReset != "latest" || c.Target.ConsumerAutoOffsetReset != "earliest" ||
-				c.Target.ProducerCompressionType != "zstd" || c.Target.ProducerLingerMS != 20 || c.Source.ClientID != "me" {
+				c.Target.ProducerCompressionType != "zstd" || c.Target.ProducerCompressionZstdLevel != 1 || c.Source.ProducerCompressionZstdLevel != 3 ||
+				c.Target.ProducerLingerMS != 20 || c.Source.ClientID != "me" {
 				t.Errorf("client keys %+v / %+v", c.Source, c.Target)
 			}
 			if c.Topics != "b.*" || c.GroupsExclude != "legacy.*" || c.ReplicationPolicySeparator != "_" || c.OffsetStorageTopic != "my-offsets" {
