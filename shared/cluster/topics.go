@@ -202,50 +202,59 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, name string, partitions in
 	return n, created, err
 }
 
-// WaitForServing waits until every partition of topic answers a ListOffsets request at its
-// leader. A KRaft broker names a new partition's leader in metadata some hundreds of
-// milliseconds before it serves the partition; franz-go's own retries of such a request back
-// off exponentially (100 ms doubling to 1 s with the engine's settings), which turned a
-// 300 ms wait into up to 2 s. This polls every few milliseconds instead, each request sent to
-// the leader without retries.
-func WaitForServing(ctx context.Context, cl *kgo.Client, topic string) error {
+// WaitForServing waits until every partition of topics answers a ListOffsets request at its
+// leader. A KRaft broker names a new partition's leader in metadata some milliseconds before it
+// serves the partition, and a request in between fails with NOT_LEADER_FOR_PARTITION;
+// franz-go's own retries of such a request back off exponentially (100 ms doubling to 1 s with
+// the engine's settings), which turned a 300 ms wait into up to 2 s. This polls every few
+// milliseconds instead, each check one metadata request and one ListOffsets request per
+// leader, sent without retries.
+func WaitForServing(ctx context.Context, cl *kgo.Client, topics ...string) error {
+	what := strings.Join(topics, ", ")
 	for i := 0; ; i++ {
-		ok, err := serving(ctx, cl, topic)
+		ok, err := serving(ctx, cl, topics)
 		if ok {
 			return nil
 		}
 		if i >= 400 {
-			return fmt.Errorf("topic %q: partitions not served %d checks after their leaders appeared: %w", topic, i, err)
+			return fmt.Errorf("topics %s: partitions not served %d checks after their leaders appeared: %w", what, i, err)
 		}
 		if err := pause(ctx, i, 100, 50*time.Millisecond); err != nil {
-			return fmt.Errorf("waiting for topic %q to be served: %w", topic, err)
+			return fmt.Errorf("waiting for topics %s to be served: %w", what, err)
 		}
 	}
 }
 
-// serving asks each leader of topic's partitions once for their end offsets.
-func serving(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
-	st, err := DescribeTopic(ctx, cl, topic)
-	switch {
-	case err != nil:
+// serving asks each leader of topics' partitions once for their end offsets.
+func serving(ctx context.Context, cl *kgo.Client, topics []string) (bool, error) {
+	st, err := DescribeTopics(ctx, cl, topics...)
+	if err != nil {
 		return false, err
-	case !st.Led:
-		return false, fmt.Errorf("topic %q: not every partition has a leader", topic)
 	}
-	byLeader := map[int32][]int32{}
-	for p, leader := range st.Leaders {
-		byLeader[leader] = append(byLeader[leader], p)
-	}
-	for leader, parts := range byLeader {
-		req := kmsg.NewPtrListOffsetsRequest()
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for _, p := range parts {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, -1
-			rt.Partitions = append(rt.Partitions, rp)
+	byLeader := map[int32]map[string][]int32{}
+	for _, topic := range topics {
+		if !st[topic].Led {
+			return false, fmt.Errorf("topic %q: not every partition has a leader", topic)
 		}
-		req.Topics = append(req.Topics, rt)
+		for p, leader := range st[topic].Leaders {
+			if byLeader[leader] == nil {
+				byLeader[leader] = map[string][]int32{}
+			}
+			byLeader[leader][topic] = append(byLeader[leader][topic], p)
+		}
+	}
+	for leader, led := range byLeader {
+		req := kmsg.NewPtrListOffsetsRequest()
+		for topic, parts := range led {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			for _, p := range parts {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp = p, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
 		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
 		if err != nil {
 			return false, err
@@ -253,7 +262,7 @@ func serving(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return false, err
+					return false, fmt.Errorf("topic %q partition %d: %w", t.Topic, p.Partition, err)
 				}
 			}
 		}

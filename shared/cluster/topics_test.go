@@ -6,34 +6,43 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
-// TestWaitForServing: once WaitForServing returns for a topic just created, every partition's
-// leader answers ListOffsets, and DescribeTopic names a leader for each; for a topic that does
-// not exist it gives up when ctx ends, naming the topic.
+// TestWaitForServing: once WaitForServing returns for topics just created, a record produced
+// to any of their partitions is accepted at the first try (a partition that a leader is named
+// for but does not serve yet answers NOT_LEADER_FOR_PARTITION), and DescribeTopic names a
+// leader for each; for a topic that does not exist it gives up when ctx ends, naming the topic.
 func TestWaitForServing(t *testing.T) {
 	c := testkit.Require(t)
 	cl := testkit.Client(t, c.Target.Bootstrap)
 	ctx := testkit.Context(t, time.Minute)
-	name := testkit.Name(t, "served")
-	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, name)
-	if _, _, err := EnsureTopic(ctx, cl, name, 12, 1, nil); err != nil {
+	wide, narrow := testkit.Name(t, "served"), testkit.Name(t, "served-narrow")
+	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, wide, narrow)
+	failed, err := CreateTopicsEach(ctx, cl, NewTopic{Name: wide, Partitions: 12, ReplicationFactor: 1}, NewTopic{Name: narrow, Partitions: 3, ReplicationFactor: 1})
+	if err != nil || failed[wide] != nil || failed[narrow] != nil {
+		t.Fatalf("creating topics: %v %v", failed, err)
+	}
+	if err := WaitForServing(ctx, cl, wide, narrow); err != nil {
 		t.Fatal(err)
 	}
-	if err := WaitForServing(ctx, cl, name); err != nil {
-		t.Fatal(err)
+	once := testkit.Client(t, c.Target.Bootstrap, kgo.RecordRetries(1), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for topic, n := range map[string]int32{wide: 12, narrow: 3} {
+		st, err := DescribeTopic(ctx, cl, topic)
+		if err != nil || !st.Led || len(st.Leaders) != int(n) {
+			t.Fatalf("after WaitForServing: %s %+v, %v; want %d led partitions", topic, st, err, n)
+		}
+		for p := int32(0); p < n; p++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte("first")})
+		}
 	}
-	st, err := DescribeTopic(ctx, cl, name)
-	if err != nil || !st.Led || len(st.Leaders) != 12 {
-		t.Fatalf("after WaitForServing: %+v, %v; want 12 led partitions", st, err)
-	}
-	// Right after, a ListOffsets through franz-go's retries answers for every partition.
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, name)
-	if err != nil || ends.Error() != nil || len(ends[name]) != 12 {
-		t.Fatalf("end offsets after WaitForServing: %v, %v", ends, err)
+	for _, r := range once.ProduceSync(ctx, recs...) {
+		if r.Err != nil {
+			t.Errorf("first produce to %s[%d]: %v", r.Record.Topic, r.Record.Partition, r.Err)
+		}
 	}
 
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
