@@ -6,7 +6,7 @@
 // copied and its peak RSS. Every run is checked: the remote topic must hold every record.
 //
 //	go run ./test/perf -source 127.0.0.1:43092 -target 127.0.0.1:44092 -runs 3
-//	go run ./test/perf ... -contender raw   # a bare franz-go fetch-then-produce copy
+//	go run ./test/perf ... -contender raw   # the bench's bare franz-go copy (test/rawcopy)
 //
 // With -cpuprofile DIR each mirror run writes DIR/cpu-N.pprof and DIR/allocs-N.pprof
 // (MM2_CPU_PROFILE, MM2_ALLOC_PROFILE). The bench harness (test/bench) is the full comparison;
@@ -30,6 +30,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/test/rawcopy"
 )
 
 type options struct {
@@ -126,10 +129,11 @@ func run(ctx context.Context, o options) error {
 			internal = []string{"mm2-offsets." + src + ".internal"}
 			sourceInternal = []string{"mm2-offset-syncs." + tgt + ".internal"}
 		case "raw":
+			prefix := "raw" + stamp + "."
 			for _, t := range topics {
-				remote = append(remote, "raw"+stamp+"."+t)
+				remote = append(remote, prefix+t)
 			}
-			cmd = exec.CommandContext(ctx, self, "rawcopy", o.source, o.target, strconv.Itoa(o.partitions), strings.Join(topics, ","), strings.Join(remote, ","))
+			cmd = exec.CommandContext(ctx, self, "rawcopy", o.source, o.target, strconv.Itoa(o.partitions), strings.Join(topics, ","), prefix)
 		default:
 			return fmt.Errorf("-contender %q: want mirror or raw", o.contender)
 		}
@@ -303,78 +307,35 @@ func deleteTopics(ctx context.Context, bootstrap string, topics []string) error 
 	return nil
 }
 
-// rawCopy is the bare franz-go copy: consume every partition from the start to its end offset
-// and produce each record to the same partition of the remote topic (acks=all, idempotent,
-// 1 MB batches, linger 5 ms), with no positions, offset syncs or checks. Arguments: source,
-// target, partitions, source topics, remote topics (comma separated, in the same order).
+// rawCopy creates the remote topics (partitions each) and runs the raw copy (package rawcopy)
+// into them, with no target compression, as `mirror run` copies here. Arguments: source,
+// target, partitions, source topics (comma separated), prefix of the remote topics.
 func rawCopy(args []string) error {
 	if len(args) != 5 {
-		return errors.New("want source target partitions topics remotes")
+		return errors.New("want source target partitions topics prefix")
 	}
 	ctx := context.Background()
-	parts, _ := strconv.Atoi(args[2])
-	topics, remotes := strings.Split(args[3], ","), strings.Split(args[4], ",")
-	prod, err := kgo.NewClient(kgo.SeedBrokers(args[1]), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordDeliveryTimeout(0))
+	parts, err := strconv.Atoi(args[2])
+	if err != nil {
+		return fmt.Errorf("partitions %q: %w", args[2], err)
+	}
+	topics, prefix := strings.Split(args[3], ","), args[4]
+	adm, err := kgo.NewClient(kgo.SeedBrokers(args[1]))
 	if err != nil {
 		return err
 	}
-	defer prod.Close()
-	if _, err := kadm.NewClient(prod).CreateTopics(ctx, int32(parts), 1, nil, remotes...); err != nil {
-		return err
-	}
-	src, err := kgo.NewClient(kgo.SeedBrokers(args[0]))
-	if err != nil {
-		return err
-	}
-	ends, err := kadm.NewClient(src).ListEndOffsets(ctx, topics...)
-	src.Close()
-	if err != nil {
-		return err
-	}
-	remoteOf := map[string]string{}
-	offs := map[string]map[int32]kgo.Offset{}
-	left := 0
+	remotes := make([]string, len(topics))
 	for i, t := range topics {
-		remoteOf[t] = remotes[i]
-		offs[t] = map[int32]kgo.Offset{}
-		for p := range int32(parts) {
-			offs[t][p] = kgo.NewOffset().AtStart()
-		}
+		remotes[i] = prefix + t
 	}
-	ends.Each(func(lo kadm.ListedOffset) {
-		if lo.Offset > 0 {
-			left++
-		}
-	})
-	cons, err := kgo.NewClient(kgo.SeedBrokers(args[0]), kgo.ConsumePartitions(offs))
+	created, err := kadm.NewClient(adm).CreateTopics(ctx, int32(parts), 1, nil, remotes...)
+	adm.Close()
+	if err == nil {
+		err = created.Error()
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("creating %s: %w", strings.Join(remotes, ", "), err)
 	}
-	defer cons.Close()
-	var perr error
-	for left > 0 {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			return err
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, _ := ends.Lookup(r.Topic, r.Partition)
-			last := r.Offset == end.Offset-1
-			r.Topic = remoteOf[r.Topic]
-			r.Attrs, r.ProducerID, r.ProducerEpoch = kgo.RecordAttrs{}, 0, 0
-			prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil && perr == nil {
-					perr = err
-				}
-			})
-			if last {
-				left--
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		return err
-	}
-	return perr
+	_, err = rawcopy.Copy(ctx, rawcopy.Options{Source: args[0], Target: args[1], Topics: topics, Prefix: prefix, MaxRequestSize: cluster.DefaultMaxRequestSize})
+	return err
 }
