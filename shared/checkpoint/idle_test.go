@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
-	"github.com/mm2go/mm2go/shared/round"
 )
 
 // reportGroup makes the target answer ListGroups and DescribeGroups for group "app" with the
@@ -67,13 +66,7 @@ func TestGroupSyncIdleDetection(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			syncAndCommit(ctx, t, src)
-			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}, SyncGroupOffsets: true},
-				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			sum, err := j.Round(ctx)
+			sum, err := fakeRound(ctx, t, src, tgt, checkpoint.Options{SyncGroupOffsets: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mm2go/mm2go/shared/checkpoint"
 	"github.com/mm2go/mm2go/shared/mm2"
-	"github.com/mm2go/mm2go/shared/round"
 )
 
 // TestRoundFetchesKnownGroupsMissingFromListing runs a second round (a new process, as each
@@ -29,13 +28,7 @@ func TestRoundFetchesKnownGroupsMissingFromListing(t *testing.T) {
 
 	round1 := func() *checkpoint.Summary {
 		t.Helper()
-		j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}},
-			dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
-		sum, err := j.Round(ctx)
+		sum, err := fakeRound(ctx, t, src, tgt, checkpoint.Options{})
 		if err != nil {
 			t.Fatalf("round: %v", err)
 		}

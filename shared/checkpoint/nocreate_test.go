@@ -69,6 +69,19 @@ func newFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
+// fakeRound runs one round of a new Job (a scheduled run's process) for flow a->b from src
+// to tgt, with opts' other fields.
+func fakeRound(ctx context.Context, t *testing.T, src, tgt *kfake.Cluster, opts checkpoint.Options) (*checkpoint.Summary, error) {
+	t.Helper()
+	opts.Flow = round.Flow{SourceAlias: "a", TargetAlias: "b"}
+	j, err := checkpoint.New(ctx, opts, dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	return j.Round(ctx)
+}
+
 // TestRoundWithoutCreateRights runs a round against a target that refuses to
 // create topics: it works when the checkpoints topic exists (and does not
 // even try to create it), and fails with a clear error when it does not.
@@ -90,13 +103,7 @@ func TestRoundWithoutCreateRights(t *testing.T) {
 			defer cancel()
 			syncAndCommit(ctx, t, src)
 
-			j, err := checkpoint.New(ctx, checkpoint.Options{Flow: round.Flow{SourceAlias: "a", TargetAlias: "b"}},
-				dial(src.ListenAddrs()[0]), dial(tgt.ListenAddrs()[0]), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			sum, err := j.Round(ctx)
+			sum, err := fakeRound(ctx, t, src, tgt, checkpoint.Options{})
 			if !exists {
 				if err == nil || !strings.Contains(err.Error(), "creating topic") || !strings.Contains(err.Error(), "TOPIC_AUTHORIZATION_FAILED") {
 					t.Fatalf("round without the topic and without create rights: %v", err)
