@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -42,6 +43,7 @@ type flow struct {
 	opts   Options
 	alias  string
 	topics []string
+	log    io.Writer // the engines' logs, printed if the test fails
 }
 
 func newFlow(t *testing.T, topics ...string) *flow {
@@ -50,7 +52,7 @@ func newFlow(t *testing.T, topics ...string) *flow {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	alias := "s" + hex.EncodeToString(b)
-	f := &flow{t: t, c: c, alias: alias, topics: topics}
+	f := &flow{t: t, c: c, alias: alias, topics: topics, log: testkit.FailureLog(t)}
 	f.opts = Options{
 		SourceAlias: alias, TargetAlias: "t" + alias,
 		OffsetStoragePartitions: 25,
@@ -87,10 +89,11 @@ func (f *flow) engineWithHooks(hooks ...kgo.Hook) *Engine {
 // engineWith is engine with extra options on every source client.
 func (f *flow) engineWith(sourceOpts ...kgo.Opt) *Engine {
 	f.t.Helper()
-	logger := slog.New(slog.DiscardHandler)
+	var out io.Writer = f.log
 	if testing.Verbose() {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		out = io.MultiWriter(os.Stderr, f.log)
 	}
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dial := testDialer(f.c)
 	if len(sourceOpts) > 0 {
 		inner := dial
