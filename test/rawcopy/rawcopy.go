@@ -167,4 +167,3 @@ func Copy(ctx context.Context, o Options) (int64, error) {
 	defer errMu.Unlock()
 	return acked.Load(), prodErr
 }
-
