@@ -30,6 +30,7 @@ func TestBurstGroup(t *testing.T) {
 
 	var wg sync.WaitGroup
 	counts := make([]int64, 3)
+	ends := make([]string, 3) // each burst's reason and lag, for the log
 	errs := make([]error, 3)
 	for i := range counts {
 		wg.Add(1)
@@ -39,6 +40,7 @@ func TestBurstGroup(t *testing.T) {
 			defer cancel()
 			s, err := f.engine().Burst(ctx, BurstOptions{Group: group})
 			counts[i], errs[i] = s.Records, err
+			ends[i] = fmt.Sprintf("%s, lag %d", s.Reason, s.Lag)
 		}()
 	}
 	wg.Wait()
@@ -49,7 +51,7 @@ func TestBurstGroup(t *testing.T) {
 		}
 		total += counts[i]
 	}
-	t.Logf("records copied per burst: %v (total %d for %d source records)", counts, total, n)
+	t.Logf("records copied per burst: %v (total %d for %d source records); ends: %q", counts, total, n, ends)
 	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
 	seen := map[string]bool{}
 	for _, r := range got {
