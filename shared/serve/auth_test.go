@@ -11,33 +11,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 
+	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/oidcissuer"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Knative's sender identities: the OIDC service account of a KafkaSource, and another one.
 const (
@@ -50,7 +32,7 @@ const (
 // (mock-oauth2-server): its discovery document, its JWKS, tokens from its token endpoint.
 func TestSenderAuth(t *testing.T) {
 	iss := oidcissuer.Start(t, oidcissuer.Options{})
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	handled := 0
 	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{
 		Issuer:          iss.Issuer(oidcissuer.DefaultIssuer),

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	mathrand "math/rand/v2"
 	"net"
@@ -25,24 +24,6 @@ import (
 	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
-// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveProc is a `mirror serve` process on a fixed port (so a restart keeps its URL).
 type serveProc struct {
 	URL  string
@@ -53,7 +34,7 @@ type serveProc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan error
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	logs   []string // output of earlier processes (before a kill or stop)
 }
 
@@ -89,7 +70,7 @@ func (s *serveProc) start() {
 	s.mu.Lock()
 	cmd := exec.Command(MirrorBinary(s.t), "serve")
 	cmd.Env = s.env
-	s.out = &syncBuffer{}
+	s.out = &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()

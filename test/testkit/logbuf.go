@@ -15,7 +15,7 @@ const logTail = 32 << 10
 // writer calling t.Log, it may be written to after the test ends, by goroutines that outlive
 // it.
 func FailureLog(t testing.TB) io.Writer {
-	b := &lockedBuffer{}
+	b := &SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log of the code under test (last %d KiB):\n%s", logTail>>10, b.tail(logTail))
@@ -24,23 +24,28 @@ func FailureLog(t testing.TB) io.Writer {
 	return b
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers (a log sink for a
+// server's goroutines, a child process's output read while it runs).
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) tail(n int) string {
+// String returns everything written so far.
+func (b *SyncBuffer) String() string { return b.tail(-1) }
+
+// tail returns the last n bytes written (all of them if n < 0).
+func (b *SyncBuffer) tail(n int) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.buf.Bytes()
-	if len(s) > n {
+	if n >= 0 && len(s) > n {
 		s = s[len(s)-n:]
 	}
 	return string(s)
