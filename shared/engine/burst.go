@@ -254,7 +254,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	// Planning (and with it the source consumer's start) runs beside the preparation of the
 	// topics, as soon as it is known whether positions can exist. Group runs plan as
 	// partitions are assigned; exactly-once runs after fencing.
-	var early earlyStart
+	early := earlyStart{warm: !reuse}
 	planEarly := func(offsetsParts int32) {
 		if bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
 			wg.Go(func() { e.planEarly(ctx, tps, remote, limit, offsetsParts, &early) })
@@ -321,6 +321,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	if early.cons != nil {
 		c.pool, c.early = early.pool, early.cons
 	}
+	c.earlyProd = early.prod
 	c.remote = remote
 	if reuse {
 		c.shareEngineBudget()
@@ -361,12 +362,15 @@ func (e *Engine) commitLagGroup(ctx context.Context, s Summary, err error) {
 }
 
 // earlyStart is a plan made beside the preparation of the topics, and the source consumer
-// started with it: it connects and fetches while the remote topics are still being created.
+// and target producer started with it: the consumer connects and fetches, and the producer
+// connects and gets its producer ID, while the remote topics are still being created.
 type earlyStart struct {
 	works []*work
 	err   error
 	cons  *kgo.Client // nil if none was started
 	pool  *fetchPool
+	prod  *kgo.Client // the records' producer, nil if none was started
+	warm  bool        // start prod (not for runs on the engine's shared producers)
 }
 
 // planEarly plans tps (from the positions in the offsets topic's offsetsParts partitions, or
@@ -391,13 +395,40 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 		return // the copier connects again and reports the failure
 	}
 	es.cons, es.pool = cons, pool
+	if es.warm {
+		es.prod = e.warmProducer(ctx)
+	}
 }
 
-// close closes a consumer started early that will not be used.
+// warmProducer dials the records' producer and, in the background, has it connect to the
+// target and get its idempotent producer ID. A first produce otherwise does both after the
+// remote topics are ready: a new connection to a seed broker and one to the broker that
+// answers InitProducerID, some 15 ms of a new flow's first record on a local broker (franz-go
+// debug log). Only a plan with records to copy warms one, so an idle run sends nothing more.
+// It returns nil if the client cannot be built: the copier dials again and reports that.
+func (e *Engine) warmProducer(ctx context.Context) *kgo.Client {
+	prod, err := e.dial(ctx, Target, e.dataProducerOpts()...)
+	if err != nil {
+		return nil
+	}
+	go func() {
+		// A failure here is the first produce's to report: it loads the ID again.
+		if _, _, err := prod.ProducerID(ctx); err != nil {
+			e.log.Debug("target producer not warmed", "err", err)
+		}
+	}()
+	return prod
+}
+
+// close closes the clients started early that will not be used.
 func (es *earlyStart) close() {
 	if es.cons != nil {
 		es.cons.Close()
 		es.cons = nil
+	}
+	if es.prod != nil {
+		es.prod.Close()
+		es.prod = nil
 	}
 }
 

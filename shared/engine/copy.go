@@ -187,6 +187,8 @@ type copier struct {
 
 	pool  *fetchPool
 	early *kgo.Client // source consumer started while the topics were prepared, until used
+	// earlyProd is the records' producer started while the topics were prepared, until used.
+	earlyProd *kgo.Client
 	// inflight counts bytes produced, not yet acknowledged; space is signalled when it drops
 	// below budget. All three are the engine's (one bound for all concurrent calls) with
 	// reuse.
@@ -357,6 +359,9 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		if c.early != nil {
 			c.early.Close() // not used: the run failed before it fetched
 		}
+		if c.earlyProd != nil {
+			c.earlyProd.Close()
+		}
 	}()
 	c.started = start
 	closeProducers, err := c.open(ctx, writeCtx)
@@ -457,7 +462,9 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 	} else {
-		if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+		if c.earlyProd != nil {
+			c.prod, c.earlyProd = c.earlyProd, nil // warmed while the topics were prepared
+		} else if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 		if c.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {

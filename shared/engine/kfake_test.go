@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,5 +539,54 @@ func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
 		if pos := f.positions()[TP{"orders", p}]; pos != 29 {
 			t.Errorf("position of orders-%d = %d, want 29", p, pos)
 		}
+	}
+}
+
+// TestFakeProducerWarmedWhileTopicsAreCreated: a burst with records to copy has its target
+// producer connect and get its producer ID while the remote topic is still being created (so
+// the first record does not wait for both after the topic is ready), and a burst with nothing
+// to copy sends no InitProducerID to the target at all.
+func TestFakeProducerWarmedWhileTopicsAreCreated(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 10)
+	inits := make(chan struct{}, 64)
+	f.tgt.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		inits <- struct{}{}
+		return nil, nil, false
+	})
+	var warmedFirst, sawCreate atomic.Bool
+	f.tgt.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		for _, rt := range req.(*kmsg.CreateTopicsRequest).Topics {
+			if rt.Topic == "src.orders" && !sawCreate.Swap(true) {
+				// Hold the remote topic's creation until the target sees an InitProducerID.
+				f.tgt.SleepControl(func() {
+					select {
+					case <-inits:
+						warmedFirst.Store(true)
+					case <-time.After(5 * time.Second):
+					}
+				})
+			}
+		}
+		return nil, nil, false
+	})
+	s, err := f.engine().Burst(context.Background(), BurstOptions{})
+	if err != nil || s.Records != 20 {
+		t.Fatalf("burst: %+v, %v; want 20 records", s, err)
+	}
+	f.assertCopied(recs, "src.orders")
+	if !sawCreate.Load() || !warmedFirst.Load() {
+		t.Fatalf("remote topic created: %v; producer ID requested while it was created: %v (want both)", sawCreate.Load(), warmedFirst.Load())
+	}
+	for len(inits) > 0 {
+		<-inits
+	}
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 0 {
+		t.Fatalf("idle burst: %+v, %v; want nothing to copy", s, err)
+	}
+	if n := len(inits); n != 0 {
+		t.Fatalf("an idle burst sent %d InitProducerID requests to the target, want 0", n)
 	}
 }
