@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
+	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
 // Positions (and due offset syncs) are written while copying at least every
@@ -108,6 +109,8 @@ type partState struct {
 	// ack is the producer promise of this partition's records: bound to this state once, so an
 	// acknowledgement can only ever reach the state that tracked its record.
 	ack func(*kgo.Record, error)
+	// sync is the partition's handle in the offset-sync rules (see syncEmitter.recordAt).
+	sync offsetsync.Partition
 
 	mu        sync.Mutex
 	inflight  []inflightRec // FIFO of records produced, not yet acknowledged
@@ -223,7 +226,7 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 
 // newState returns the state of a partition this copier works on.
 func (c *copier) newState(w *work) *partState {
-	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1}
+	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, sync: c.syncs.partition(w.tp)}
 	st.ack = func(r *kgo.Record, err error) { c.acked(st, r, err) }
 	return st
 }
@@ -340,7 +343,7 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	}
 	c.records.Add(1)
 	c.bytes.Add(size)
-	c.syncs.record(st.ctx, st.w.tp.Topic, st.w.tp.Partition, up, r.Offset)
+	c.syncs.recordAt(st.ctx, st.sync, up, r.Offset)
 	r.Recycle()
 }
 

@@ -19,6 +19,23 @@ func BenchmarkWriterRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkPartitionRecord is BenchmarkWriterRecord through per-partition handles, as the
+// engine records.
+func BenchmarkPartitionRecord(b *testing.B) {
+	w := NewWriter(DefaultMaxOffsetLag)
+	var parts [8]Partition
+	for i := range parts {
+		parts[i] = w.Partition("orders", int32(i))
+	}
+	b.ReportAllocs()
+	for i := range b.N {
+		off := int64(i / 8)
+		if parts[i%8].Record(off, off) {
+			_ = w.TakePending()
+		}
+	}
+}
+
 func BenchmarkStoreAdd(b *testing.B) {
 	s := NewStore()
 	s.ReadToEnd()

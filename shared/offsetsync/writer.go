@@ -15,9 +15,18 @@ type topicPartition struct {
 	partition int32
 }
 
+// The two ordered sets of a Writer, as indexes into partitionState.slot.
+const (
+	pendingSet = iota
+	delayedSet
+)
+
 // partitionState is MM2's OffsetSyncWriter.PartitionState: what the writer remembers about one
-// source partition during this task lifetime.
+// source partition during this task lifetime, plus where the partition's entries are in the
+// writer's pending and delayed sets (slot; -1 when absent), so a record reaches both without a
+// map lookup.
 type partitionState struct {
+	tp                 topicPartition
 	previousUpstream   int64
 	previousDownstream int64
 	lastSyncDownstream int64
@@ -25,6 +34,7 @@ type partitionState struct {
 	// sync is always queued at once, so the stickiness is not observable; it is kept to
 	// mirror MM2's PartitionState.
 	shouldSync bool
+	slot       [2]int
 }
 
 // update applies rules 1 and 2 of the writer to an acknowledged record and reports whether a
@@ -75,7 +85,33 @@ func NewWriter(maxOffsetLag int64) *Writer {
 	return &Writer{
 		maxOffsetLag: maxOffsetLag,
 		states:       make(map[topicPartition]*partitionState),
+		pending:      orderedSyncs{set: pendingSet},
+		delayed:      orderedSyncs{set: delayedSet},
 	}
+}
+
+// Partition is one source partition of a Writer: Record without looking the partition up.
+type Partition struct {
+	w  *Writer
+	st *partitionState
+}
+
+// Partition returns the handle of topic/partition, for callers that record many of its
+// records. Handles of the same partition share its state.
+func (w *Writer) Partition(topic string, partition int32) Partition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Partition{w, w.state(topicPartition{topic, partition})}
+}
+
+// state returns tp's state, created on first use. w.mu must be held.
+func (w *Writer) state(tp topicPartition) *partitionState {
+	st := w.states[tp]
+	if st == nil {
+		st = &partitionState{tp: tp, previousUpstream: -1, previousDownstream: -1, lastSyncDownstream: -1, slot: [2]int{-1, -1}}
+		w.states[tp] = st
+	}
+	return st
 }
 
 // Record registers that the source record at offset upstream of topic/partition was written to
@@ -84,24 +120,29 @@ func NewWriter(maxOffsetLag int64) *Writer {
 // offset sync as pending or delayed. It reports whether any sync is pending afterwards (one
 // for TakePending to return).
 func (w *Writer) Record(topic string, partition int32, upstream, downstream int64) (pending bool) {
-	tp := topicPartition{topic, partition}
-	sync := mm2.OffsetSync{Topic: topic, Partition: partition, UpstreamOffset: upstream, DownstreamOffset: downstream}
-
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := w.states[tp]
-	if st == nil {
-		st = &partitionState{previousUpstream: -1, previousDownstream: -1, lastSyncDownstream: -1}
-		w.states[tp] = st
-	}
+	return w.record(w.state(topicPartition{topic, partition}), upstream, downstream)
+}
+
+// Record is Writer.Record for the handle's partition, without looking it up.
+func (p Partition) Record(upstream, downstream int64) (pending bool) {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	return p.w.record(p.st, upstream, downstream)
+}
+
+// record is Record on st. w.mu must be held.
+func (w *Writer) record(st *partitionState, upstream, downstream int64) bool {
 	if st.update(upstream, downstream, w.maxOffsetLag) {
-		w.delayed.remove(tp)
-		w.pending.put(tp, sync)
+		sync := mm2.OffsetSync{Topic: st.tp.topic, Partition: st.tp.partition, UpstreamOffset: upstream, DownstreamOffset: downstream}
+		w.delayed.remove(st)
+		w.pending.put(st, sync)
 		st.shouldSync = false
 	} else {
-		w.delayed.put(tp, sync)
+		w.delayed.putOffsets(st, upstream, downstream)
 	}
-	return len(w.pending.index) > 0
+	return w.pending.live > 0
 }
 
 // TakePending returns the pending offset syncs in insertion order and clears them. It returns
@@ -119,50 +160,60 @@ func (w *Writer) PromoteDelayed() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range w.delayed.entries {
-		if e.live {
-			w.pending.put(e.tp, e.sync)
+		if e.st != nil {
+			w.pending.put(e.st, e.sync)
 		}
 	}
 	w.delayed.clear()
 }
 
 // orderedSyncs is an insertion-ordered map from partition to its latest sync, with the
-// semantics of Java's LinkedHashMap in insertion-order mode.
+// semantics of Java's LinkedHashMap in insertion-order mode. A partition's position in entries
+// is its state's slot[set].
 type orderedSyncs struct {
+	set     int // pendingSet or delayedSet
 	entries []orderedEntry
-	index   map[topicPartition]int // position in entries of the live entry
+	live    int // entries with a partition
 }
 
 type orderedEntry struct {
-	tp   topicPartition
+	st   *partitionState // nil once removed; dead entries are compacted away lazily
 	sync mm2.OffsetSync
-	live bool // false once removed; dead entries are compacted away lazily
 }
 
-// put replaces the sync of tp in place, or appends it.
-func (o *orderedSyncs) put(tp topicPartition, s mm2.OffsetSync) {
-	if i, ok := o.index[tp]; ok {
+// put replaces the sync of st's partition in place, or appends it.
+func (o *orderedSyncs) put(st *partitionState, s mm2.OffsetSync) {
+	if i := st.slot[o.set]; i >= 0 {
 		o.entries[i].sync = s
 		return
 	}
-	if o.index == nil {
-		o.index = make(map[topicPartition]int)
-	}
-	o.index[tp] = len(o.entries)
-	o.entries = append(o.entries, orderedEntry{tp: tp, sync: s, live: true})
+	st.slot[o.set] = len(o.entries)
+	o.entries = append(o.entries, orderedEntry{st: st, sync: s})
+	o.live++
 }
 
-// remove deletes tp's entry, if any.
-func (o *orderedSyncs) remove(tp topicPartition) {
-	i, ok := o.index[tp]
-	if !ok {
+// putOffsets is put of st's sync at upstream/downstream: a replaced entry only gets the new
+// offsets (a delayed sync is replaced on almost every record).
+func (o *orderedSyncs) putOffsets(st *partitionState, upstream, downstream int64) {
+	if i := st.slot[o.set]; i >= 0 {
+		o.entries[i].sync.UpstreamOffset, o.entries[i].sync.DownstreamOffset = upstream, downstream
 		return
 	}
-	o.entries[i].live = false
-	delete(o.index, tp)
-	if len(o.index) == 0 {
+	o.put(st, mm2.OffsetSync{Topic: st.tp.topic, Partition: st.tp.partition, UpstreamOffset: upstream, DownstreamOffset: downstream})
+}
+
+// remove deletes the entry of st's partition, if any.
+func (o *orderedSyncs) remove(st *partitionState) {
+	i := st.slot[o.set]
+	if i < 0 {
+		return
+	}
+	o.entries[i].st = nil
+	st.slot[o.set] = -1
+	o.live--
+	if o.live == 0 {
 		o.clear()
-	} else if dead := len(o.entries) - len(o.index); dead > 32 && dead > len(o.index) {
+	} else if dead := len(o.entries) - o.live; dead > 32 && dead > o.live {
 		o.compact()
 	}
 }
@@ -171,8 +222,8 @@ func (o *orderedSyncs) remove(tp topicPartition) {
 func (o *orderedSyncs) compact() {
 	live := o.entries[:0]
 	for _, e := range o.entries {
-		if e.live {
-			o.index[e.tp] = len(live)
+		if e.st != nil {
+			e.st.slot[o.set] = len(live)
 			live = append(live, e)
 		}
 	}
@@ -182,13 +233,13 @@ func (o *orderedSyncs) compact() {
 
 // take returns the live syncs in order and empties the map.
 func (o *orderedSyncs) take() []mm2.OffsetSync {
-	if len(o.index) == 0 {
+	if o.live == 0 {
 		o.clear()
 		return nil
 	}
-	out := make([]mm2.OffsetSync, 0, len(o.index))
+	out := make([]mm2.OffsetSync, 0, o.live)
 	for _, e := range o.entries {
-		if e.live {
+		if e.st != nil {
 			out = append(out, e.sync)
 		}
 	}
@@ -196,7 +247,14 @@ func (o *orderedSyncs) take() []mm2.OffsetSync {
 	return out
 }
 
+// clear empties the map.
 func (o *orderedSyncs) clear() {
+	for _, e := range o.entries {
+		if e.st != nil {
+			e.st.slot[o.set] = -1
+		}
+	}
+	clear(o.entries)
 	o.entries = o.entries[:0]
-	clear(o.index)
+	o.live = 0
 }
