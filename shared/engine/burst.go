@@ -76,7 +76,12 @@ type Summary struct {
 	DurationMS int64                    `json:"duration_ms"`
 	// FirstRecordMS is the time from the burst's start to the first acknowledged record, -1 if
 	// none was copied.
-	FirstRecordMS int64  `json:"first_record_ms"`
+	FirstRecordMS int64 `json:"first_record_ms"`
+	// TopicsReadyMS is the time from the burst's start until its remote topics were ready
+	// (created, grown or found as they should be, and, for new ones, served), -1 if the burst
+	// did not prepare them. It is the part of FirstRecordMS the target broker spends on new
+	// topics.
+	TopicsReadyMS int64  `json:"topics_ready_ms"`
 	Reason        string `json:"reason"`
 	Error         string `json:"error,omitempty"`
 	ExactlyOnce   bool   `json:"exactly_once"`
@@ -206,7 +211,7 @@ func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) 
 
 func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 	d := time.Since(start)
-	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
+	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
 		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: e.opts.ExactlyOnce}, err
 }
 
@@ -243,11 +248,13 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		offsetsErr           error
 	)
 	prepared := make(chan struct{})
+	readyMS := int64(-1)
 	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
 	wg.Go(func() {
 		defer close(prepared)
 		if prepare != nil {
 			prepareErr = prepare(ctx)
+			readyMS = time.Since(start).Milliseconds()
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}
 	})
@@ -303,10 +310,13 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	}
 	defer syncs.close()
 	if len(tps) == 0 {
-		return e.finishSummary(start, nil, ReasonDone, nil), nil
+		s := e.finishSummary(start, nil, ReasonDone, nil)
+		s.TopicsReadyMS = readyMS
+		return s, nil
 	}
 	if e.opts.ExactlyOnce {
 		sum, err := e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
+		sum.TopicsReadyMS = readyMS
 		e.commitLagGroup(ctx, sum, err)
 		return sum, err
 	}
@@ -328,6 +338,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	}
 	copying = true
 	sum, err := c.run(ctx, start)
+	sum.TopicsReadyMS = readyMS
 	e.commitLagGroup(ctx, sum, err)
 	return sum, err
 }
@@ -504,7 +515,7 @@ func (e *Engine) refreshPositions() bool {
 // finishSummary builds a Summary from per-partition results.
 func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
-	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1,
+	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
 		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.gaps.take(parts)}
 	for _, p := range parts {
 		ts := s.Topics[p.tp.Topic]

@@ -577,6 +577,9 @@ func TestFakeProducerWarmedWhileTopicsAreCreated(t *testing.T) {
 		t.Fatalf("burst: %+v, %v; want 20 records", s, err)
 	}
 	f.assertCopied(recs, "src.orders")
+	if s.TopicsReadyMS < 0 || s.FirstRecordMS < s.TopicsReadyMS {
+		t.Errorf("topics ready after %d ms, first record after %d ms: want both, the record after the topics", s.TopicsReadyMS, s.FirstRecordMS)
+	}
 	if !sawCreate.Load() || !warmedFirst.Load() {
 		t.Fatalf("remote topic created: %v; producer ID requested while it was created: %v (want both)", sawCreate.Load(), warmedFirst.Load())
 	}

@@ -308,6 +308,9 @@ type contender struct {
 	// burst's start, just before its first request to a broker, to the first record
 	// acknowledged by the target. -1 where the contender reports none.
 	BurstFirstRecordMS int64 `json:"burst_first_record_ms"`
+	// BurstTopicsReadyMS is the part of BurstFirstRecordMS until the burst's remote topics were
+	// ready (its summary's topics_ready_ms): on a new flow, the target broker creating them.
+	BurstTopicsReadyMS int64 `json:"burst_topics_ready_ms"`
 	// DispatcherStart (serve only) is the genuine dispatcher's start, from launch to partition
 	// assignment, included in FirstRecord and Done. DispatcherRequests are the requests it sent
 	// for the backlog (or until 30 s after Done), DispatcherRPS their rate between its first and
@@ -337,7 +340,7 @@ func (c *contender) rusage(ps *os.ProcessState) int64 {
 // arrived, then calls finish (which must make every cmd exit) and collects the children's
 // peak RSS and CPU time.
 func (h *harness) watch(ctx context.Context, cmds []*exec.Cmd, topics []string, want int64, bytes int64, finish func()) (contender, error) {
-	c := contender{BurstFirstRecordMS: -1, Processes: len(cmds), remote: topics}
+	c := contender{BurstFirstRecordMS: -1, BurstTopicsReadyMS: -1, Processes: len(cmds), remote: topics}
 	base := h.targetCount(ctx, topics)
 	start := time.Now()
 	exited := make(chan error, len(cmds))
@@ -600,7 +603,7 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string, ro
 	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
 	c.Name = name
 	if err == nil {
-		c.BurstFirstRecordMS, err = burstFirstRecord(logFile.Name())
+		c.BurstFirstRecordMS, c.BurstTopicsReadyMS, err = burstFirstRecord(logFile.Name())
 	}
 	return c, err
 }
@@ -629,33 +632,38 @@ func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (co
 	if err == nil {
 		// The earlier of the two members' own figures.
 		for _, f := range logs {
-			ms, ferr := burstFirstRecord(f.Name())
+			ms, ready, ferr := burstFirstRecord(f.Name())
 			if ferr == nil && ms >= 0 && (c.BurstFirstRecordMS < 0 || ms < c.BurstFirstRecordMS) {
-				c.BurstFirstRecordMS = ms
+				c.BurstFirstRecordMS, c.BurstTopicsReadyMS = ms, ready
 			}
 		}
 	}
 	return c, err
 }
 
-// burstFirstRecord returns first_record_ms of the burst summary that mirror run printed last
-// in its log.
-func burstFirstRecord(logPath string) (int64, error) {
+// burstFirstRecord returns first_record_ms and topics_ready_ms of the burst summary that
+// mirror run printed last in its log (topics ready -1 if the summary has none).
+func burstFirstRecord(logPath string) (first, topicsReady int64, err error) {
 	b, err := os.ReadFile(logPath)
 	if err != nil {
-		return -1, err
+		return -1, -1, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		var sum struct {
 			FirstRecordMS *int64 `json:"first_record_ms"`
+			TopicsReadyMS *int64 `json:"topics_ready_ms"`
 			Reason        string `json:"reason"`
 		}
 		if json.Unmarshal([]byte(lines[i]), &sum) == nil && sum.FirstRecordMS != nil && sum.Reason != "" {
-			return *sum.FirstRecordMS, nil
+			ready := int64(-1)
+			if sum.TopicsReadyMS != nil {
+				ready = *sum.TopicsReadyMS
+			}
+			return *sum.FirstRecordMS, ready, nil
 		}
 	}
-	return -1, fmt.Errorf("no burst summary in %s", logPath)
+	return -1, -1, fmt.Errorf("no burst summary in %s", logPath)
 }
 
 func ptr(s string) *string { return &s }

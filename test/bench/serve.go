@@ -46,7 +46,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 	}
 	defer logFile.Close()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	c := contender{Name: nameServe, BurstFirstRecordMS: -1, Processes: 1, remote: remote}
+	c := contender{Name: nameServe, BurstFirstRecordMS: -1, BurstTopicsReadyMS: -1, Processes: 1, remote: remote}
 	want := int64(w.totalRecords())
 	before := h.targetCount(ctx, remote)
 	if err := cmd.Start(); err != nil {

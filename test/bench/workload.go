@@ -285,7 +285,7 @@ func (r report) markdown() string {
 	b.WriteString("Every copy is checked: each remote partition ends at the source's end offset (same partition, same offsets: nothing lost, nothing twice), and a sample of records at the head and tail of up to 4 partitions of up to 4 topics is byte-identical to the source (key, value, headers); a copy failing that is marked and left out of the ratios. ")
 	b.WriteString("GB = 1e9 bytes of the source records' keys + values + headers, the same count for every contender. CPU = user + system time of the contender's processes from the OS (wait4 rusage; for MM2 the JVM). Peak RSS = the process's VmHWM. ")
 	b.WriteString("Times are from process start, as the harness sees records arrive on the target (it polls every 5 ms); done = every record on the target. ")
-	b.WriteString("first record after brokers answer = mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged.\n\n")
+	b.WriteString("first record after brokers answer = mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged; (topics ready N) = the part of it until the burst's remote topics were ready (on a new flow: created by the target broker and served).\n\n")
 	b.WriteString("## Summary\n\n")
 	b.WriteString("| workload | mirror run done | rec/s (MB/s) | better MM2 (done) | mm2go / better MM2 (end to end) | ceiling rec/s (by) | mm2go / ceiling | mm2go / raw copy | mm2go CPU s/GB | mm2go peak RSS | first record after brokers answer | split ×2 vs one | 256 MiB mirror run / ceiling (peak RSS) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.Results {
@@ -389,6 +389,9 @@ func (r result) summaryRow() string {
 	own := na
 	if m.BurstFirstRecordMS >= 0 {
 		own = fmt.Sprintf("%d ms", m.BurstFirstRecordMS)
+		if m.BurstTopicsReadyMS >= 0 {
+			own += fmt.Sprintf(" (topics ready %d)", m.BurstTopicsReadyMS)
+		}
 	}
 	done := dur(m.Done)
 	if m.Mismatch != "" {
@@ -424,7 +427,11 @@ func (r result) markdownTable() string {
 		check = strings.Join(strings.Fields(check), " ")
 		var notes []string
 		if c.BurstFirstRecordMS >= 0 {
-			notes = append(notes, fmt.Sprintf("first record after brokers answer %d ms", c.BurstFirstRecordMS))
+			note := fmt.Sprintf("first record after brokers answer %d ms", c.BurstFirstRecordMS)
+			if c.BurstTopicsReadyMS >= 0 {
+				note += fmt.Sprintf(", remote topics ready at %d ms", c.BurstTopicsReadyMS)
+			}
+			notes = append(notes, note)
 		}
 		if c.DispatcherStart > 0 {
 			notes = append(notes, fmt.Sprintf("dispatcher start %s, %d requests at %.0f/s", dur(c.DispatcherStart), c.DispatcherRequests, c.DispatcherRPS))

@@ -101,7 +101,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	bytes := float64(o.topics*o.records) * float64(o.size+7) // values plus the 7-byte keys
-	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB", "first_ms")
+	fmt.Printf("%-8s %4s %7s %8s %6s %6s %6s %8s %8s %8s %8s\n", "contender", "run", "wall_s", "rec/s", "user_s", "sys_s", "cpu_s", "cpu_s/GB", "rss_MiB", "first_ms", "ready_ms")
 	for i := 1; i <= o.runs; i++ {
 		stamp := fmt.Sprintf("%d", time.Now().UnixMilli()%1e10) // a fresh flow per run
 		var cmd *exec.Cmd
@@ -159,13 +159,22 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
 		n := float64(o.topics * o.records)
-		first := "-" // mirror run's summary: from the burst's start to the first acknowledged record
-		if _, rest, ok := strings.Cut(out.String(), `"first_record_ms":`); ok {
-			first, _, _ = strings.Cut(rest, ",")
-		}
-		fmt.Printf("%-8s %4d %7.2f %8.0f %6.2f %6.2f %6.2f %8.2f %8.1f %8s\n", o.contender, i, wall.Seconds(), n/wall.Seconds(), user, sys, cpu, cpu/(bytes/1e9), float64(rss)/1024, first)
+		// mirror run's summary: from the burst's start to the first acknowledged record, and
+		// to its remote topics being ready.
+		first, ready := summaryField(out.String(), "first_record_ms"), summaryField(out.String(), "topics_ready_ms")
+		fmt.Printf("%-8s %4d %7.2f %8.0f %6.2f %6.2f %6.2f %8.2f %8.1f %8s %8s\n", o.contender, i, wall.Seconds(), n/wall.Seconds(), user, sys, cpu, cpu/(bytes/1e9), float64(rss)/1024, first, ready)
 	}
 	return nil
+}
+
+// summaryField returns the number after "name": in mirror run's output, "-" if absent.
+func summaryField(out, name string) string {
+	_, rest, ok := strings.Cut(out, `"`+name+`":`)
+	if !ok {
+		return "-"
+	}
+	v, _, _ := strings.Cut(rest, ",")
+	return v
 }
 
 // watchHWM polls the process's peak resident set (VmHWM, KiB) until it exits and then sends
