@@ -52,17 +52,23 @@ func (e *Engine) inflightBudget(partitions int) int64 {
 	return max(narrowInflightBytes*narrowPartitions/int64(partitions), wideInflightBytes)
 }
 
-// startInflightBytes bounds the bytes in flight of a burst until the target acknowledged its
-// first record. Let loose at once, a burst over 8 partitions sends a first produce request of
-// up to 8 MiB (a full batch per partition) to a topic it has just created. In test/perf runs
-// on 1M x 512 B the first acknowledgement came after 127-281 ms (median 150) without this
-// bound and 70-194 ms (median 84) with it; the full bench, noisier, did not show the gain.
+// startInflightBytes bounds the bytes in flight of a narrow burst (up to narrowPartitions
+// partitions) until the target acknowledged its first record. Let loose at once, a burst over
+// 8 partitions sends a first produce request of up to 8 MiB (a full batch per partition) to a
+// topic it has just created. In test/perf runs on 1M x 512 B the first acknowledgement came
+// after 127-281 ms (median 150) without this bound and 70-194 ms (median 84) with it; the full
+// bench, noisier, did not show the gain. A wide burst starts at its budget: its first 256 KiB
+// are the records of the first few partitions fetched, and on new remote topics (which a wide
+// burst does not wait to be served, see awaitServing) those partitions may be the last ones
+// the broker serves. Held to 256 KiB, 1,000 new partitions waited 475 ms after their topics
+// were ready for three partitions of one topic to be served, the other 997 idle behind them
+// (test/perf, franz-go debug log).
 const startInflightBytes = 256 << 10
 
 // bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
-// burst on its own producer, then the budget.
+// narrow burst on its own producer, then (and for every other copy) the budget.
 func (c *copier) bound() int64 {
-	if !c.reuse && c.firstAckNS.Load() == 0 {
+	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 {
 		return min(c.budget, startInflightBytes)
 	}
 	return c.budget
@@ -196,6 +202,7 @@ type copier struct {
 	// below budget. All three are the engine's (one bound for all concurrent calls) with
 	// reuse.
 	budget     int64
+	wide       bool // more than narrowPartitions partitions at the start: no start bound
 	inflight   *atomic.Int64
 	space      chan struct{}
 	records    atomic.Int64
@@ -214,7 +221,7 @@ type copier struct {
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
-		budget: e.inflightBudget(len(works)), inflight: new(atomic.Int64), space: make(chan struct{}, 1),
+		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: new(atomic.Int64), space: make(chan struct{}, 1),
 		pool: &fetchPool{}}
 	for _, w := range works {
 		st := c.newState(w)

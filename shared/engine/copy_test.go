@@ -221,6 +221,19 @@ func TestInflightBudget(t *testing.T) {
 	if got := (&copier{budget: 2 << 20, reuse: true}).bound(); got != 2<<20 {
 		t.Errorf("shared producers' bound %d, want their 2 MiB budget", got)
 	}
+	// A wide burst starts at its budget (its first records may be for partitions the broker
+	// serves last).
+	var works []*work
+	for p := range int32(narrowPartitions + 1) {
+		works = append(works, &work{tp: TP{"t", p}, end: 1})
+	}
+	wide := newCopier(auto, BurstOptions{}, works, readyTopic(1), disabledEmitter())
+	if got, want := wide.bound(), auto.inflightBudget(len(works)); got != want {
+		t.Errorf("bound of a %d-partition burst before its first acknowledgement %d, want its budget %d", len(works), got, want)
+	}
+	if narrow := newCopier(auto, BurstOptions{}, works[:narrowPartitions], readyTopic(1), disabledEmitter()); narrow.bound() != 256<<10 {
+		t.Errorf("bound of a %d-partition burst before its first acknowledgement %d, want 256 KiB", narrowPartitions, narrow.bound())
+	}
 }
 
 // TestFetchBudget: fetches grow with the partitions consumed, between 512 KiB and 4 MiB, and a
