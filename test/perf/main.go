@@ -48,9 +48,9 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "rawcopy" {
-		if err := rawCopy(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "rawcopy:", err)
+	if len(os.Args) > 1 && (os.Args[1] == "rawcopy" || os.Args[1] == "forward") {
+		if err := rawCopy(os.Args[1] == "forward", os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, os.Args[1]+":", err)
 			os.Exit(1)
 		}
 		return
@@ -63,7 +63,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 8, "partitions per topic")
 	flag.IntVar(&o.topics, "topics", 1, "source topics")
 	flag.IntVar(&o.runs, "runs", 3, "measured runs")
-	flag.StringVar(&o.contender, "contender", "mirror", "mirror (mirror run) or raw (franz-go fetch-then-produce)")
+	flag.StringVar(&o.contender, "contender", "mirror", "mirror (mirror run), raw (franz-go fetch-then-produce) or forward (batches forwarded as bytes, rawcopy.Forward)")
 	flag.StringVar(&o.mirrorBin, "mirror", "", "mirror binary (default: built into a temporary directory)")
 	flag.StringVar(&o.profileDir, "cpuprofile", "", "directory for CPU and allocation profiles of each mirror run")
 	flag.StringVar(&o.extraEnv, "env", "", "extra environment for mirror run, comma separated K=V")
@@ -128,16 +128,17 @@ func run(ctx context.Context, o options) error {
 			}
 			internal = []string{"mm2-offsets." + src + ".internal"}
 			sourceInternal = []string{"mm2-offset-syncs." + tgt + ".internal"}
-		case "raw":
-			prefix := "raw" + stamp + "."
+		case "raw", "forward":
+			prefix := o.contender + stamp + "."
 			for _, t := range topics {
 				remote = append(remote, prefix+t)
 			}
-			cmd = exec.CommandContext(ctx, self, "rawcopy", o.source, o.target, strconv.Itoa(o.partitions), strings.Join(topics, ","), prefix)
+			sub := map[string]string{"raw": "rawcopy", "forward": "forward"}[o.contender]
+			cmd = exec.CommandContext(ctx, self, sub, o.source, o.target, strconv.Itoa(o.partitions), strings.Join(topics, ","), prefix)
 		default:
-			return fmt.Errorf("-contender %q: want mirror or raw", o.contender)
+			return fmt.Errorf("-contender %q: want mirror, raw or forward", o.contender)
 		}
-		if o.extraEnv != "" && o.contender == "raw" {
+		if o.extraEnv != "" && o.contender != "mirror" {
 			cmd.Env = append(os.Environ(), strings.Split(o.extraEnv, ",")...)
 		}
 		var out strings.Builder
@@ -317,9 +318,10 @@ func deleteTopics(ctx context.Context, bootstrap string, topics []string) error 
 }
 
 // rawCopy creates the remote topics (partitions each) and runs the raw copy (package rawcopy)
-// into them, with no target compression, as `mirror run` copies here. Arguments: source,
-// target, partitions, source topics (comma separated), prefix of the remote topics.
-func rawCopy(args []string) error {
+// into them, with no target compression, as `mirror run` copies here, or with forward the
+// batch forwarder (rawcopy.Forward). Arguments: source, target, partitions, source topics
+// (comma separated), prefix of the remote topics.
+func rawCopy(forward bool, args []string) error {
 	if len(args) != 5 {
 		return errors.New("want source target partitions topics prefix")
 	}
@@ -345,6 +347,11 @@ func rawCopy(args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", strings.Join(remotes, ", "), err)
 	}
-	_, err = rawcopy.Copy(ctx, rawcopy.Options{Source: args[0], Target: args[1], Topics: topics, Prefix: prefix, MaxRequestSize: cluster.DefaultMaxRequestSize})
+	ro := rawcopy.Options{Source: args[0], Target: args[1], Topics: topics, Prefix: prefix, MaxRequestSize: cluster.DefaultMaxRequestSize}
+	if forward {
+		_, err = rawcopy.Forward(ctx, ro)
+	} else {
+		_, err = rawcopy.Copy(ctx, ro)
+	}
 	return err
 }
