@@ -183,7 +183,8 @@ type copier struct {
 	byTP     map[TP]*partState
 	active   int
 	assigned bool // group mode: the latest rebalance's assignment arrived
-	closing  bool // group mode: the loop ended; callbacks do nothing
+	closing  bool // group mode: the loop ended; callbacks only record what changed
+	stalled  bool // the loop gave up on partitions that stopped yielding records
 	writeCtx context.Context
 
 	prod    *kgo.Client // replicated records
@@ -217,6 +218,10 @@ type copier struct {
 	// a budget (both read by finishWait).
 	started       time.Time
 	stopRequested atomic.Bool
+	// loopStart is when the first copy loop began (MaxDuration counts from it, across a
+	// reopened loop); produced counts records produced against MaxRecords. Fetch loop only.
+	loopStart time.Time
+	produced  int64
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
@@ -405,13 +410,19 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	if c.bo.fetched != nil {
 		c.bo.fetched()
 	}
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
-	if reason != ReasonDone || ctx.Err() != nil {
-		c.stopRequested.Store(true)
+	for {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		if reason != ReasonDone || ctx.Err() != nil {
+			c.stopRequested.Store(true)
+		}
+		c.finish(writeCtx)
+		if cons == nil || !c.reopen(ctx, reason) {
+			break
+		}
+		reason = c.copyLoop(ctx, start, cons)
 	}
-	c.finish(writeCtx)
 	if cons != nil {
 		// In group mode leave only now that positions are stored; a rebalance blocked since
 		// the last poll must be allowed or leaving waits for it forever.
@@ -421,6 +432,34 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	settling = true
 	c.settle(cancelWrites)
 	return c.summary(start, reason)
+}
+
+// reopen (group mode) reports whether the burst copies again before it leaves the group, and
+// if so lets the group callbacks plan again: partitions with records left were assigned to it
+// while it finished. Eager rebalancing hands every partition out afresh (franz-go's eager
+// members rejoin without their previous assignment, so the sticky balancer has none to keep),
+// so a partition another member was copying can land on a member that is finishing. Members
+// that end at about the same time would otherwise pass such a partition between them, each
+// leaving it to the next, and the group would end with it unfinished. Not after a failure, a
+// stop, a budget, or a loop that gave up on partitions that stopped yielding records.
+func (c *copier) reopen(ctx context.Context, reason string) bool {
+	if reason != ReasonDone || ctx.Err() != nil || c.error() != nil {
+		return false
+	}
+	if c.bo.MaxDuration > 0 && time.Since(c.loopStart) >= c.bo.MaxDuration {
+		return false
+	}
+	if c.bo.MaxRecords > 0 && c.produced >= c.bo.MaxRecords {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.active == 0 || c.stalled {
+		return false
+	}
+	c.closing = false
+	c.e.log.Info("partitions with records left were assigned to this burst group member while it finished; copying them before leaving", "group", c.bo.Group, "partitions", c.active)
+	return true
 }
 
 // settleMax bounds how long a copy on the engine's shared producers keeps its partitions after
@@ -671,13 +710,10 @@ func (c *copier) works() []*work {
 
 // assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
 // offsets as of now.
+//
+// A member that is finishing (closing) plans them too: if any has records left, the burst copies
+// them before it leaves (reopen) instead of leaving them to members that may all be ending.
 func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	c.mu.Lock()
-	closing := c.closing
-	c.mu.Unlock()
-	if closing {
-		return offs, nil // the loop has ended: the group takes them back when this member leaves
-	}
 	var tps []TP
 	for t, ps := range offs {
 		for p := range ps {
@@ -686,9 +722,18 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 	}
 	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
 	if err != nil {
-		// A canceled ctx means the group moved on (another member joined) before this
-		// assignment started: franz-go rejoins and assigns again, so it is no failure.
-		if ctx.Err() == nil {
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+			// The group moved on (another member joined) before this assignment started:
+			// franz-go rejoins and assigns again, so it is no failure.
+		case closing:
+			// What this member copied is stored; the partitions go to the member that gets
+			// them next, or to the next burst.
+			c.e.log.Warn("partitions assigned while this burst group member finished could not be planned; leaving them to the group", "group", c.bo.Group, "partitions", len(tps), "err", err)
+		default:
 			c.fail(err)
 		}
 		return nil, err
@@ -710,19 +755,25 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 
 // revoke (group mode) finishes revoked partitions before another member takes them: waits
 // for in-flight records and stores their positions.
+//
+// While the member is finishing (closing: the loop has ended and finish stores positions, or the
+// member is leaving) it only records the revocation, so that a reopened loop does not copy a
+// partition it no longer owns.
 func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()
-	if closing || len(m) == 0 {
+	if len(m) == 0 {
 		return
 	}
-	if err := c.prod.Flush(ctx); err != nil {
-		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
-	}
-	c.writePositions(c.writeCtx)
-	if err := c.posProd.Flush(ctx); err != nil {
-		c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
+	if !closing {
+		if err := c.prod.Flush(ctx); err != nil {
+			c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
+		}
+		c.writePositions(c.writeCtx)
+		if err := c.posProd.Flush(ctx); err != nil {
+			c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
+		}
 	}
 	c.mu.Lock()
 	// A revocation is followed by a new assignment (possibly of other partitions): the burst
@@ -753,14 +804,16 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	defer cancel()
 	reason := ReasonDone
 	var timeUp atomic.Bool
+	if c.loopStart.IsZero() {
+		c.loopStart = time.Now()
+	}
 	if c.bo.MaxDuration > 0 {
-		t := time.AfterFunc(c.bo.MaxDuration, func() {
+		t := time.AfterFunc(c.bo.MaxDuration-time.Since(c.loopStart), func() {
 			timeUp.Store(true)
 			cancel()
 		})
 		defer t.Stop()
 	}
-	var produced int64
 	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
 	var stall stallWatch
@@ -809,6 +862,9 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 				stall.progress()
 			} else if stall.empty(stopCtx, c.sourceAnswers) {
 				e.log.Warn("source partitions stopped yielding records before their end offset; ending burst")
+				c.mu.Lock()
+				c.stalled = true
+				c.mu.Unlock()
 				return c.endReason(ctx, ReasonDone, false)
 			}
 		} else {
@@ -838,7 +894,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 					recycle(ftp.Records[i:])
 					return
 				}
-				if c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
+				if c.bo.MaxRecords > 0 && c.produced >= c.bo.MaxRecords {
 					stop = true
 					return
 				}
@@ -852,7 +908,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 						stop = true
 						return
 					}
-					produced++
+					c.produced++
 				}
 				if off >= st.w.end-1 {
 					c.markDone(done, st)
@@ -864,7 +920,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		if len(done) > 0 {
 			cons.PauseFetchPartitions(done)
 		}
-		if stop && c.bo.MaxRecords > 0 && produced >= c.bo.MaxRecords {
+		if stop && c.bo.MaxRecords > 0 && c.produced >= c.bo.MaxRecords {
 			reason = ReasonMaxRecords
 			break
 		}
