@@ -366,7 +366,7 @@ func TestSharedCopyIsolatesFailures(t *testing.T) {
 	testkit.CreateTopic(t, c.Target.Bootstrap, f.remote(bad), 1, map[string]*string{"max.message.bytes": kadm.StringPtr("5000")})
 
 	e := f.engineWithHooks()
-	var logs bytes.Buffer
+	var logs testkit.SyncBuffer // written by the copies' goroutines, read below
 	e.log = slog.New(slog.NewJSONHandler(&logs, nil))
 	e.runs.max = 1
 	ctx := testkit.Context(t, 2*time.Minute)
@@ -387,7 +387,7 @@ func TestSharedCopyIsolatesFailures(t *testing.T) {
 		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
 	}
 	if err := errs[len(topics)]; err == nil || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), bad) {
-		t.Errorf("copy of the refused record: %v; want MESSAGE_TOO_LARGE naming %s", err, bad)
+		t.Errorf("copy of the refused record: %v; want MESSAGE_TOO_LARGE naming %s; log:\n%s", err, bad, logs.String())
 	}
 	// One shared copy of all four failed, then each partition was copied alone.
 	if !strings.Contains(logs.String(), `"msg":"shared copy failed; copying its partitions again one by one","partitions":4`) {
