@@ -40,8 +40,9 @@ type BurstOptions struct {
 	// stopped; 0 means 10s.
 	Grace time.Duration
 
-	// fetched, if set, is called once the copy has stopped fetching and closed its source
-	// consumer (shared copies free their loop then).
+	// fetched, if set, is called once the copy loop has ended and, outside a burst group, the
+	// source consumer is closed (shared copies free their loop then). A group member keeps its
+	// consumer until it leaves, and may copy again before that (copier.reopen).
 	fetched func()
 	// settled, if set, is called once no record of the copy is in flight any more and the
 	// positions of those acknowledged are stored: at its end, or later if the target left
