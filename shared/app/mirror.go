@@ -88,6 +88,7 @@ func EngineOptions(cfg *config.Config, lookupEnv func(string) (string, bool)) (e
 		SyncTopicACLs:                     cfg.SyncTopicAclsEnabled,
 		FetchMaxBytes:                     int32(cfg.SourceConsumer.FetchMaxBytes), // consumer.fetch.max.bytes (0: default)
 		MaxBufferedBytes:                  int(cfg.InflightMaxBytes),               // inflight.max.bytes (0: default)
+		DecodeRecords:                     !cfg.ForwardBatches,
 	}
 	if o.SourceProfile, err = cluster.SettingsProfile(cfg.Source); err != nil {
 		return engine.Options{}, err

@@ -86,6 +86,10 @@ type Summary struct {
 	Reason        string `json:"reason"`
 	Error         string `json:"error,omitempty"`
 	ExactlyOnce   bool   `json:"exactly_once"`
+	// ForwardedRecords counts the records of Records that were copied in whole batches, as
+	// the source stored them (see Options.DecodeRecords); the others were copied record by
+	// record.
+	ForwardedRecords int64 `json:"forwarded_records"`
 	// Gaps are the source records lost to the flow that this burst found and copied around
 	// (deleted before they were mirrored, or a recreated topic); see Gap.
 	Gaps []Gap `json:"gaps,omitempty"`
@@ -262,7 +266,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	// Planning (and with it the source consumer's start) runs beside the preparation of the
 	// topics, as soon as it is known whether positions can exist. Group runs plan as
 	// partitions are assigned; exactly-once runs after fencing.
-	early := earlyStart{warm: !reuse}
+	forward := e.forwarding(bo, reuse, len(tps))
+	early := earlyStart{warm: !reuse, forward: forward}
 	planEarly := func(offsetsParts int32) {
 		if bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
 			wg.Go(func() { e.planEarly(ctx, tps, remote, limit, offsetsParts, &early) })
@@ -334,6 +339,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	}
 	c.earlyProd = early.prod
 	c.remote = remote
+	c.forward = forward
 	if reuse {
 		c.shareEngineBudget()
 	}
@@ -383,6 +389,9 @@ type earlyStart struct {
 	pool  *fetchPool
 	prod  *kgo.Client // the records' producer, nil if none was started
 	warm  bool        // start prod (not for runs on the engine's shared producers)
+	// forward: the run forwards batches first (see forwardLoop), so no consumer is started;
+	// the record path dials one for the partitions it hands over.
+	forward bool
 }
 
 // planEarly plans tps (from the positions in the offsets topic's offsetsParts partitions, or
@@ -399,6 +408,12 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 	}
 	offs := startOffsets(es.works)
 	if len(offs) == 0 {
+		return
+	}
+	if es.forward {
+		if es.warm {
+			es.prod = e.warmProducer(ctx)
+		}
 		return
 	}
 	pool := &fetchPool{}

@@ -208,6 +208,7 @@ type copier struct {
 	space      chan struct{}
 	records    atomic.Int64
 	bytes      atomic.Int64
+	forwarded  atomic.Int64 // records copied in forwarded batches
 	firstAckNS atomic.Int64
 
 	errMu sync.Mutex
@@ -222,6 +223,9 @@ type copier struct {
 	// reopened loop); produced counts records produced against MaxRecords. Fetch loop only.
 	loopStart time.Time
 	produced  int64
+	// forward: the copy forwards whole batches where it can before the record path runs
+	// (forwardLoop). Set before the copy starts.
+	forward bool
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
@@ -384,13 +388,16 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		return e.failed(start, err)
 	}
 	defer closeProducers()
-	offs := startOffsets(c.works())
 	// Positions chosen by auto.offset.reset=latest are stored at once.
 	c.writePositions(writeCtx)
 
 	reason := ReasonDone
+	if c.forward && c.active > 0 {
+		reason = c.forwardLoop(ctx, start)
+	}
 	var cons *kgo.Client
-	if c.bo.Group != "" || c.active > 0 {
+	if reason == ReasonDone && (c.bo.Group != "" || c.active > 0) {
+		offs := startOffsets(c.works()) // after forwarding: what it handed over
 		if c.early != nil {
 			cons, c.early = c.early, nil // started while the topics were prepared
 		} else {
@@ -1159,6 +1166,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	}
 	err := c.error()
 	s := c.e.finishSummary(start, parts, reason, err)
+	s.ForwardedRecords = c.forwarded.Load()
 	if ns := c.firstAckNS.Load(); ns > 0 {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}

@@ -121,6 +121,11 @@ type Options struct {
 	// (otherwise the dial function's options decide, e.g. the target's producer.linger.ms).
 	ProducerLinger time.Duration
 
+	// DecodeRecords turns batch forwarding off: bursts copy record by record (franz-go's
+	// consumer and producer) even where the source's batches could be produced as they are
+	// (see forwardLoop).
+	DecodeRecords bool
+
 	// NoSweep makes CopyPartition copy only the partitions asked for. By default a shared copy
 	// also takes every other lagging partition (payload mode, whose records come from events,
 	// turns that off).

@@ -103,6 +103,7 @@ func TestFetchBudgetFollowsCompression(t *testing.T) {
 		{noise, func(b int32) bool { return b == 512<<10 }, "all of 512 KiB"},
 	} {
 		f := newFlow(t, tc.topic)
+		f.opts.DecodeRecords = true // the record path's consumer is what this test measures
 		h := &fetchBudgets{}
 		e := f.engineWithHooks(h)
 		if s, err := e.Burst(testkit.Context(t, time.Minute), BurstOptions{}); err != nil || s.Records != 2000 {

@@ -89,17 +89,25 @@ func (f *flow) engineWithHooks(hooks ...kgo.Hook) *Engine {
 // engineWith is engine with extra options on every source client.
 func (f *flow) engineWith(sourceOpts ...kgo.Opt) *Engine {
 	f.t.Helper()
+	return f.engineSides(sourceOpts, nil)
+}
+
+// engineSides is engine with extra options on every source and every target client.
+func (f *flow) engineSides(sourceOpts, targetOpts []kgo.Opt) *Engine {
+	f.t.Helper()
 	var out io.Writer = f.log
 	if testing.Verbose() {
 		out = io.MultiWriter(os.Stderr, f.log)
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dial := testDialer(f.c)
-	if len(sourceOpts) > 0 {
+	if len(sourceOpts)+len(targetOpts) > 0 {
 		inner := dial
 		dial = func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
 			if side == Source {
 				extra = append(extra, sourceOpts...)
+			} else {
+				extra = append(extra, targetOpts...)
 			}
 			return inner(ctx, side, extra...)
 		}
