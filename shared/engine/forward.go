@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,10 @@ const maxForwardPartitions = 64
 // Then the partition goes on record by record, which waits out longer outages.
 const forwardRetries = 16
 
+// maxRequestBytes bounds the batches one produce request carries and the bytes one fetch
+// request asks for (a single batch may be larger).
+const maxRequestBytes = 512 << 10
+
 var forwardBackoff = [2]time.Duration{10 * time.Millisecond, time.Second}
 
 // forwarding reports whether a burst over partitions forwards batches where it can.
@@ -67,6 +72,11 @@ type forwarder struct {
 	maxBatch   int   // the target producer's largest batch
 	timeoutMS  int32 // produce request timeout
 	fetchMax   int32 // bytes fetched per partition and request
+
+	// Requests of many partitions to one broker go out together (see lanes): fetches on the
+	// loop's context, produce requests on the copy's write context.
+	fetches  lanes[*fetchCall]
+	produces lanes[*produceCall]
 }
 
 // fwdPartition is one partition being forwarded. next is the fetch side's, seq and the
@@ -79,6 +89,10 @@ type fwdPartition struct {
 	next              int64
 	seq               int32
 	handover          string
+	// fetchMax is what a fetch asks of the partition: the forwarder's, or the largest batch
+	// seen if larger. A broker returns a batch larger than a partition's share whole only to
+	// the first partition of an answer (KIP-74); the others get the part that fits.
+	fetchMax int32
 }
 
 // fwdItem is a fetched batch on its way to the produce side: a data batch to produce, or a
@@ -88,6 +102,7 @@ type fwdItem struct {
 	base, last  int64
 	control     bool
 	payloadSize int64 // what the record path counts as the records' bytes
+	held        int64 // what the item holds of the in-flight budget until it is acknowledged
 }
 
 // forwardLoop forwards the batches of every active partition that it can, and returns the
@@ -122,6 +137,8 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		e.log.Info("batches not forwarded; copying record by record", "err", err)
 		return ReasonDone
 	}
+	f.fetches.start(stopCtx, f.sendFetch, func(call *fetchCall) int { return int(call.p.fetchMax) }, maxRequestBytes)
+	f.produces.start(c.writeCtx, f.sendProduce, func(call *produceCall) int { return len(call.batch) }, maxRequestBytes)
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Go(func() { f.run(stopCtx, p) })
@@ -236,7 +253,7 @@ func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwar
 		if !ok || !ok2 {
 			return nil, nil, fmt.Errorf("partition %d of %s or %q not in metadata", st.w.tp.Partition, st.w.tp.Topic, st.w.remote)
 		}
-		parts = append(parts, &fwdPartition{st: st, topicID: sd.ID, remoteID: dd.ID, srcLeader: sp.Leader, dstLeader: dp.Leader, next: st.w.start})
+		parts = append(parts, &fwdPartition{st: st, topicID: sd.ID, remoteID: dd.ID, srcLeader: sp.Leader, dstLeader: dp.Leader, next: st.w.start, fetchMax: f.fetchMax})
 	}
 	return f, parts, nil
 }
@@ -257,7 +274,7 @@ func producerCodec(cl *kgo.Client) (int8, error) {
 
 // run forwards one partition: a fetch side and a produce side, a few batches between them.
 func (f *forwarder) run(ctx context.Context, p *fwdPartition) {
-	items := make(chan fwdItem, 4)
+	items := make(chan fwdItem, 1)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var why string
@@ -275,13 +292,48 @@ func (f *forwarder) run(ctx context.Context, p *fwdPartition) {
 
 // fetch reads p's batches from next to the work's end into items. It returns why it stopped
 // short of the end ("" if it did not, or was asked to stop).
+//
+// Consecutive uncompressed batches of a fetch are joined (recordbatch.Builder) up to the
+// target producer's batch size: a produce request holds one batch per partition, so a topic
+// written in small batches would otherwise be copied one small batch per round trip.
 func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwdItem) string {
 	c, st := f.c, p.st
 	empty := 0
+	var run []fwdItem // forwardable uncompressed batches that follow each other, to join
+	runBytes := 0
+	// The in-flight budget counts what a fetch brought (its memory stays referenced while any
+	// of its batches waits) from the fetch until each batch is acknowledged; held is what this
+	// fetch holds that no queued item took over yet.
+	var held int64
+	defer func() { c.release(held) }()
+	queue := func(it fwdItem) bool {
+		it.held = int64(len(it.batch))
+		held -= it.held
+		select {
+		case items <- it:
+			p.next = it.last + 1
+			return true
+		case <-ctx.Done():
+			c.release(it.held)
+			return false
+		}
+	}
+	flush := func() bool {
+		if len(run) == 0 {
+			return true
+		}
+		it := joinItems(run, runBytes)
+		clear(run) // the batches pin their fetch's memory
+		run, runBytes = run[:0], 0
+		return queue(it)
+	}
 	for p.next < st.w.end {
-		if !c.waitSpace(ctx, int64(f.fetchMax)) {
+		// Reserved before the fetch (what it may bring), then what it brought.
+		if !c.waitSpace(ctx, int64(p.fetchMax)) {
 			return ""
 		}
+		held = int64(p.fetchMax)
+		c.inflight.Add(held)
 		recs, err := f.fetchOnce(ctx, p)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -289,42 +341,80 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 			}
 			return fmt.Sprintf("fetching at offset %d: %v", p.next, err)
 		}
+		c.inflight.Add(int64(len(recs)) - held)
+		held = int64(len(recs))
 		got := false
 		for {
 			b, rest, ok := recordbatch.Next(recs)
+			if n := recordbatch.Size(recs); n > int(p.fetchMax) {
+				// A batch larger than the partition's share: ask for whole ones from now on,
+				// so that the request's byte budget counts them.
+				p.fetchMax = int32(min(n, math.MaxInt32))
+				got = got || !ok // only part of it came: not a stall
+			}
 			if !ok {
 				break
 			}
 			recs = rest
 			it, why := f.item(p, b)
+			if why == "" && it.batch == nil {
+				continue // wholly before next: the fetch started inside an earlier batch
+			}
+			joinable := why == "" && !it.control && it.batch.Codec() == 0 && len(it.batch) < joinBelow
+			if len(run) > 0 && (!joinable || it.base != run[len(run)-1].last+1 || runBytes+it.batch.RecordsSize() > f.maxBatch-recordbatch.HeaderSize) {
+				if !flush() {
+					return ""
+				}
+			}
 			if why != "" {
 				return why
 			}
-			if it.batch == nil {
-				continue // before next: the fetch started inside it, which item checked
-			}
 			got = true
-			c.inflight.Add(int64(len(it.batch)))
-			select {
-			case items <- it:
-			case <-ctx.Done():
-				c.release(int64(len(it.batch)))
-				return ""
+			if joinable {
+				run = append(run, it)
+				runBytes += it.batch.RecordsSize()
+				p.next = it.last + 1 // item checks the next batch against it
+				continue
 			}
-			p.next = it.last + 1
-			if p.next >= st.w.end {
+			if !queue(it) {
 				return ""
 			}
 		}
+		if !flush() {
+			return ""
+		}
+		c.release(held) // a batch cut by the fetch's size, batches skipped
+		held = 0
+		if p.next >= st.w.end {
+			break
+		}
 		if got {
 			empty = 0
-		} else if empty++; empty >= 3 {
+		} else if empty++; empty >= maxEmptyFetches {
 			// Nothing fetchable before the end (empty batches left by compaction, say): the
 			// record path has the rules for giving up on such a tail.
 			return fmt.Sprintf("no batch fetched at offset %d", p.next)
 		}
 	}
 	return ""
+}
+
+// joinBelow is the size under which uncompressed batches are joined: larger ones already
+// fill a good part of a request, and joining costs a copy of their bytes.
+const joinBelow = 64 << 10
+
+// joinItems returns the item of run's batches: the batch itself if there is one, else the
+// batches joined into one of their own memory (size: their records' bytes).
+func joinItems(run []fwdItem, size int) fwdItem {
+	if len(run) == 1 {
+		return run[0]
+	}
+	var bd recordbatch.Builder
+	bd.Reset(make([]byte, 0, recordbatch.HeaderSize+size+size/8))
+	for _, it := range run {
+		bd.Add(it.batch, it.payloadSize) // item checked each, and they follow each other
+	}
+	return fwdItem{batch: bd.Batch(), base: bd.BaseOffset(), last: bd.LastOffset(), payloadSize: bd.PayloadBytes()}
 }
 
 // item checks batch b, fetched for p: an item to queue, an empty item for a batch wholly
@@ -368,48 +458,101 @@ func (f *forwarder) item(p *fwdPartition, b recordbatch.Batch) (fwdItem, string)
 	return fwdItem{batch: b, base: base, last: last, payloadSize: size}, ""
 }
 
+// fetchCall is one partition's part of a fetch request; its answer comes on done.
+type fetchCall struct {
+	p      *fwdPartition
+	offset int64
+	done   chan fetchAnswer
+}
+
+type fetchAnswer struct {
+	records []byte
+	err     error
+}
+
+// maxEmptyFetches bounds the answers in a row that bring a partition nothing before the
+// forwarder leaves it to the record path. An answer brings nothing when others of the same
+// request used its bytes (a batch larger than its share is returned whole to the first
+// partition of an answer, KIP-74), so some are normal; a tail of empty batches left by
+// compaction brings nothing for ever, and the record path has the rules for that.
+const maxEmptyFetches = 20
+
 // fetchOnce fetches p's records from next, riding out retriable errors.
 func (f *forwarder) fetchOnce(ctx context.Context, p *fwdPartition) ([]byte, error) {
-	st := p.st
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 250
-	req.MinBytes = 1
-	req.MaxBytes = f.fetchMax
-	req.SessionEpoch = -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = st.w.tp.Topic, p.topicID
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.PartitionMaxBytes = st.w.tp.Partition, f.fetchMax
-	rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
 	var out []byte
 	err := f.retry(ctx, func() error {
-		rp.FetchOffset = p.next
-		rt.Partitions = append(rt.Partitions[:0], rp)
-		req.Topics = append(req.Topics[:0], rt)
-		resp, err := req.RequestWith(ctx, f.c.e.src.Broker(int(p.srcLeader)))
-		if err != nil {
-			return err
+		call := &fetchCall{p: p, offset: p.next, done: make(chan fetchAnswer, 1)}
+		if !f.fetches.submit(ctx, p.srcLeader, call) {
+			return context.Canceled
 		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return err
+		select {
+		case a := <-call.done:
+			out = a.records
+			return a.err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return fmt.Errorf("the broker answered for %d topics", len(resp.Topics))
-		}
-		part := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-			return err
-		}
-		out = part.RecordBatches
-		return nil
 	}, func(ctx context.Context) {
-		if l, ok := f.leader(ctx, f.c.e.srcAdm.Metadata, st.w.tp.Topic, st.w.tp.Partition); ok {
+		if l, ok := f.leader(ctx, f.c.e.srcAdm.Metadata, p.st.w.tp.Topic, p.st.w.tp.Partition); ok {
 			p.srcLeader = l
 		}
 	})
 	return out, err
 }
+
+// sendFetch sends calls, all for partitions led by broker, as one fetch request.
+func (f *forwarder) sendFetch(ctx context.Context, broker int32, calls []*fetchCall) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 250
+	req.MinBytes = 1
+	req.SessionEpoch = -1
+	req.MaxBytes = 0 // the partitions' shares, added below (kmsg's default is MaxInt32)
+	byTopic := map[string]int{}
+	for _, call := range calls {
+		tp := call.p.st.w.tp
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = tp.Topic, call.p.topicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, call.offset, call.p.fetchMax
+		req.MaxBytes += call.p.fetchMax
+		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := req.RequestWith(ctx, f.c.e.src.Broker(int(broker)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	answered := make([]bool, len(calls))
+	if err == nil {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				for i, call := range calls {
+					w := call.p.st.w
+					if !answered[i] && w.tp.Partition == rp.Partition && (rt.TopicID == call.p.topicID && rt.TopicID != [16]byte{} || rt.Topic == w.tp.Topic) {
+						answered[i] = true
+						call.done <- fetchAnswer{records: rp.RecordBatches, err: kerr.ErrorForCode(rp.ErrorCode)}
+					}
+				}
+			}
+		}
+		err = errNoAnswer
+	}
+	for i, call := range calls {
+		if !answered[i] {
+			call.done <- fetchAnswer{err: err}
+		}
+	}
+}
+
+// errNoAnswer is a request's error for a partition its answer left out.
+var errNoAnswer = errors.New("the broker's answer left the partition out")
 
 // produceAll produces p's fetched batches in order, one at a time, until items closes. After
 // a batch it could not write it only releases what the fetch side still hands it.
@@ -417,7 +560,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 	c, st := f.c, p.st
 	failed := false
 	for it := range items {
-		size := int64(len(it.batch))
+		size := it.held
 		if failed || stop.Err() != nil {
 			c.release(size)
 			continue
@@ -463,42 +606,158 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 	}
 }
 
+// produceCall is one partition's batch in a produce request; the target's first offset for it
+// comes on done.
+type produceCall struct {
+	p     *fwdPartition
+	batch recordbatch.Batch
+	done  chan produceAnswer
+}
+
+type produceAnswer struct {
+	base int64
+	err  error
+}
+
 // produce writes one rewritten batch to p's remote partition and returns the offset the
 // target gave its first record. Retriable errors are retried with the same batch (the same
 // sequence: a batch the target already has is answered with its first offset, not written
 // twice).
 func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.Batch) (int64, error) {
-	st := p.st
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = f.timeoutMS
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = st.w.remote, p.remoteID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = st.w.tp.Partition, b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	var base int64
 	err := f.retry(ctx, func() error {
-		resp, err := req.RequestWith(ctx, f.c.e.tgt.Broker(int(p.dstLeader)))
-		if err != nil {
-			return err
+		call := &produceCall{p: p, batch: b, done: make(chan produceAnswer, 1)}
+		if !f.produces.submit(ctx, p.dstLeader, call) {
+			return context.Canceled
 		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return fmt.Errorf("the broker answered for %d topics", len(resp.Topics))
+		select {
+		case a := <-call.done:
+			base = a.base
+			return a.err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		part := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-			return err
-		}
-		base = part.BaseOffset
-		return nil
 	}, func(ctx context.Context) {
-		if l, ok := f.leader(ctx, f.c.e.tgtAdm.Metadata, st.w.remote, st.w.tp.Partition); ok {
+		if l, ok := f.leader(ctx, f.c.e.tgtAdm.Metadata, p.st.w.remote, p.st.w.tp.Partition); ok {
 			p.dstLeader = l
 		}
 	})
 	return base, err
+}
+
+// sendProduce sends calls, all for partitions led by broker (one batch per partition), as one
+// produce request.
+func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*produceCall) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = f.timeoutMS
+	byTopic := map[string]int{}
+	for _, call := range calls {
+		w := call.p.st.w
+		i, ok := byTopic[w.remote]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[w.remote] = i
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic, rt.TopicID = w.remote, call.p.remoteID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = w.tp.Partition, call.batch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := req.RequestWith(ctx, f.c.e.tgt.Broker(int(broker)))
+	answered := make([]bool, len(calls))
+	if err == nil {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				for i, call := range calls {
+					w := call.p.st.w
+					if !answered[i] && w.tp.Partition == rp.Partition && (rt.TopicID == call.p.remoteID && rt.TopicID != [16]byte{} || rt.Topic == w.remote) {
+						answered[i] = true
+						call.done <- produceAnswer{base: rp.BaseOffset, err: kerr.ErrorForCode(rp.ErrorCode)}
+					}
+				}
+			}
+		}
+		err = errNoAnswer
+	}
+	for i, call := range calls {
+		if !answered[i] {
+			call.done <- produceAnswer{err: err}
+		}
+	}
+}
+
+// lanes send the calls of many partitions to a broker in as few requests as they can: the
+// calls waiting when a request goes out travel in it (up to maxBytes of them: franz-go writes
+// a request into a buffer of its pool, which a collection empties, and a large one grows
+// there by doubling), and the next request leaves while it is answered. A partition has one
+// call at a time, so a request holds at most one of its.
+type lanes[C any] struct {
+	ctx      context.Context
+	send     func(ctx context.Context, broker int32, calls []C)
+	size     func(C) int
+	maxBytes int
+	mu       sync.Mutex
+	byID     map[int32]chan C
+}
+
+// start readies the lanes: send sends one request, size tells a call's bytes in it; ctx
+// bounds their goroutines.
+func (l *lanes[C]) start(ctx context.Context, send func(context.Context, int32, []C), size func(C) int, maxBytes int) {
+	l.ctx, l.send, l.size, l.maxBytes, l.byID = ctx, send, size, maxBytes, map[int32]chan C{}
+}
+
+// submit queues call for broker's next request. It reports false if ctx or the lanes ended
+// first.
+func (l *lanes[C]) submit(ctx context.Context, broker int32, call C) bool {
+	l.mu.Lock()
+	ch := l.byID[broker]
+	if ch == nil {
+		ch = make(chan C, 64)
+		l.byID[broker] = ch
+		go l.run(broker, ch)
+	}
+	l.mu.Unlock()
+	select {
+	case ch <- call:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-l.ctx.Done():
+		return false
+	}
+}
+
+// run sends the calls queued for broker until the lanes end.
+func (l *lanes[C]) run(broker int32, ch chan C) {
+	for {
+		var calls []C
+		select {
+		case call := <-ch:
+			calls = append(calls, call)
+		case <-l.ctx.Done():
+			return
+		}
+		// The partitions answered by one request ask again one after another: let them.
+		runtime.Gosched()
+		bytes := l.size(calls[0])
+		for more := true; more; {
+			select {
+			case call := <-ch:
+				if n := l.size(call); bytes+n > l.maxBytes {
+					go l.send(l.ctx, broker, calls)
+					calls, bytes = nil, 0
+				}
+				calls = append(calls, call)
+				bytes += l.size(call)
+			default:
+				more = false
+			}
+		}
+		go l.send(l.ctx, broker, calls)
+	}
 }
 
 // retry runs do until it succeeds, fails with an error that is not retriable, ctx ends or

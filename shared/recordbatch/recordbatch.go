@@ -62,6 +62,15 @@ func Next(b []byte) (batch Batch, rest []byte, ok bool) {
 	return Batch(b[:n]), b[n:], true
 }
 
+// Size returns the size of the batch b starts with, from its header (0 if b is shorter than
+// the length field): b may hold only part of it.
+func Size(b []byte) int {
+	if len(b) < offLeaderEpoch {
+		return 0
+	}
+	return offLeaderEpoch + int(int32(binary.BigEndian.Uint32(b[offLength:])))
+}
+
 // BaseOffset is the offset of the batch's first record.
 func (b Batch) BaseOffset() int64 { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
 
@@ -134,67 +143,199 @@ func (b Batch) PayloadBytes() (int64, bool) {
 	}
 	r := []byte(b[HeaderSize:])
 	var total int64
-	for i := range int64(b.Count()) {
-		n, ok := varint(&r)
-		if !ok || n < 0 || n > int64(len(r)) {
+	i := 0
+	for want := range int64(b.Count()) {
+		n, j := varintAt(r, i)
+		if j < 0 || n < 1 || n > int64(len(r)-j) {
 			return 0, false
 		}
-		rec := r[:n]
-		r = r[n:]
-		if len(rec) < 1 {
+		end := j + int(n)
+		rec := r[:end]
+		k := j + 1                          // attributes
+		if _, k = varintAt(rec, k); k < 0 { // timestamp delta
 			return 0, false
 		}
-		rec = rec[1:]                  // attributes
-		if _, ok = varint(&rec); !ok { // timestamp delta
-			return 0, false
-		}
-		if d, ok := varint(&rec); !ok || d != i { // offset delta
+		var d int64
+		if d, k = varintAt(rec, k); k < 0 || d != want { // offset delta
 			return 0, false
 		}
 		for range 2 { // key, value
-			m, ok := lenBytes(&rec)
-			if !ok {
+			var m int64
+			if m, k = fieldAt(rec, k); k < 0 {
 				return 0, false
 			}
 			total += m
 		}
-		h, ok := varint(&rec)
-		if !ok || h < 0 {
+		var h int64
+		if h, k = varintAt(rec, k); k < 0 || h < 0 || h > int64(len(rec)) {
 			return 0, false
 		}
 		for range 2 * h { // header keys and values
-			m, ok := lenBytes(&rec)
-			if !ok {
+			var m int64
+			if m, k = fieldAt(rec, k); k < 0 {
 				return 0, false
 			}
 			total += m
 		}
-		if len(rec) != 0 {
+		if k != end {
 			return 0, false
 		}
+		i = end
 	}
-	return total, len(r) == 0
+	return total, i == len(r)
+}
+
+// varintAt reads the zig-zag varint at b[i:] and returns it with the index after it, or -1.
+func varintAt(b []byte, i int) (int64, int) {
+	if i < len(b) && b[i] < 0x80 { // one byte: most lengths and deltas
+		u := uint64(b[i])
+		return int64(u>>1) ^ -int64(u&1), i + 1
+	}
+	if i > len(b) {
+		return 0, -1
+	}
+	v, n := binary.Varint(b[i:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, i + n
+}
+
+// fieldAt skips the length-prefixed field (-1: null) at b[i:] and returns its length with the
+// index after it, or -1.
+func fieldAt(b []byte, i int) (int64, int) {
+	n, j := varintAt(b, i)
+	if j < 0 || n < -1 || n > int64(len(b)-j) {
+		return 0, -1
+	}
+	if n <= 0 {
+		return 0, j
+	}
+	return n, j + int(n)
 }
 
 // varint reads one zig-zag varint off *b.
 func varint(b *[]byte) (int64, bool) {
-	v, n := binary.Varint(*b)
-	if n <= 0 {
+	v, i := varintAt(*b, 0)
+	if i < 0 {
 		return 0, false
 	}
-	*b = (*b)[n:]
+	*b = (*b)[i:]
 	return v, true
 }
 
-// lenBytes skips one length-prefixed field (-1: null) off *b and returns its length.
-func lenBytes(b *[]byte) (int64, bool) {
-	n, ok := varint(b)
-	if !ok || n < -1 || n > int64(len(*b)) {
-		return 0, false
+// Builder joins consecutive uncompressed batches into one, so a copy of a topic written in
+// small batches is not produced one small batch per request. The records keep their bytes;
+// only their offset and timestamp deltas are counted again from the joined batch's first
+// record. Use Reset before the first Add.
+type Builder struct {
+	buf          []byte
+	n            int32
+	first, maxTS int64
+	base, last   int64
+	payload      int64
+}
+
+// Reset empties the builder, which then builds into buf's memory.
+func (bd *Builder) Reset(buf []byte) {
+	*bd = Builder{buf: buf[:0]}
+}
+
+// Len is the size of the batch built so far, header included.
+func (bd *Builder) Len() int { return len(bd.buf) }
+
+// Count is the number of records added.
+func (bd *Builder) Count() int32 { return bd.n }
+
+// BaseOffset and LastOffset are the source offsets of the first and last records added.
+func (bd *Builder) BaseOffset() int64 { return bd.base }
+
+// LastOffset is the source offset of the last record added.
+func (bd *Builder) LastOffset() int64 { return bd.last }
+
+// PayloadBytes is the sum of the added batches' PayloadBytes.
+func (bd *Builder) PayloadBytes() int64 { return bd.payload }
+
+// Add appends b's records. b must be uncompressed, CreateTime and contiguous, with offsets
+// that follow the last record added, and payload its PayloadBytes; Add reports false (and
+// adds nothing) if it is not.
+func (bd *Builder) Add(b Batch, payload int64) bool {
+	if b.Codec() != 0 || b.LogAppendTime() || !b.Contiguous() || b.FirstTimestamp() < 0 {
+		return false
 	}
-	if n > 0 {
-		*b = (*b)[n:]
-		return n, true
+	if bd.n == 0 {
+		bd.buf = append(bd.buf, b[:HeaderSize]...)
+		bd.buf = append(bd.buf, b[HeaderSize:]...) // its deltas count from its own first record
+		bd.n, bd.first, bd.maxTS = b.Count(), b.FirstTimestamp(), b.MaxTimestamp()
+		bd.base, bd.last, bd.payload = b.BaseOffset(), b.LastOffset(), payload
+		return true
 	}
-	return 0, true
+	if b.BaseOffset() != bd.last+1 {
+		return false
+	}
+	shift := b.FirstTimestamp() - bd.first
+	mark := len(bd.buf)
+	r := []byte(b[HeaderSize:])
+	for i := range int64(b.Count()) {
+		n, ok := varint(&r)
+		if !ok || n < 1 || n > int64(len(r)) {
+			bd.buf = bd.buf[:mark]
+			return false
+		}
+		rec := r[:n]
+		r = r[n:]
+		attrs := rec[0]
+		rec = rec[1:]
+		ts, ok := varint(&rec)
+		if !ok {
+			bd.buf = bd.buf[:mark]
+			return false
+		}
+		if _, ok = varint(&rec); !ok { // offset delta: i, as Contiguous and PayloadBytes checked
+			bd.buf = bd.buf[:mark]
+			return false
+		}
+		ts += shift
+		off := int64(bd.n) + i
+		size := 1 + varintLen(ts) + varintLen(off) + len(rec)
+		bd.buf = binary.AppendVarint(bd.buf, int64(size))
+		bd.buf = append(bd.buf, attrs)
+		bd.buf = binary.AppendVarint(bd.buf, ts)
+		bd.buf = binary.AppendVarint(bd.buf, off)
+		bd.buf = append(bd.buf, rec...)
+	}
+	bd.n += b.Count()
+	bd.maxTS = max(bd.maxTS, b.MaxTimestamp())
+	bd.last = b.LastOffset()
+	bd.payload += payload
+	return true
+}
+
+// Batch returns the joined batch, its header filled in (base offset 0, CreateTime, no
+// compression, no producer; Rewrite sets the producer and the CRC). It shares the builder's
+// memory until the next Reset.
+func (bd *Builder) Batch() Batch {
+	b := Batch(bd.buf)
+	binary.BigEndian.PutUint64(b[offBaseOffset:], 0)
+	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-offLeaderEpoch))
+	binary.BigEndian.PutUint32(b[offLeaderEpoch:], 0xffffffff)
+	b[offMagic] = 2
+	binary.BigEndian.PutUint16(b[offAttributes:], 0)
+	binary.BigEndian.PutUint32(b[offLastDelta:], uint32(bd.n-1))
+	binary.BigEndian.PutUint64(b[offFirstTime:], uint64(bd.first))
+	binary.BigEndian.PutUint64(b[offMaxTime:], uint64(bd.maxTS))
+	binary.BigEndian.PutUint32(b[offCount:], uint32(bd.n))
+	b.Rewrite(-1, -1, -1)
+	return b
+}
+
+// varintLen is the size of v as a zig-zag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
 }
