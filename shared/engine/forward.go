@@ -70,6 +70,7 @@ type forwarder struct {
 	epoch      int16
 	codec      int8  // the target producer's compression codec
 	maxBatch   int   // the target producer's largest batch
+	skipCRC    bool  // the source consumer does not check fetched batches' CRC either
 	timeoutMS  int32 // produce request timeout
 	fetchMax   int32 // bytes fetched per partition and request
 
@@ -206,6 +207,7 @@ func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwar
 		return nil, nil, err
 	}
 	f.codec = codec
+	f.skipCRC, _ = e.src.OptValue(kgo.DisableFetchCRCValidation).(bool)
 	f.maxBatch = 1 << 20
 	if n, ok := c.prod.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && n > 0 {
 		f.maxBatch = int(n)
@@ -436,6 +438,10 @@ func (f *forwarder) item(p *fwdPartition, b recordbatch.Batch) (fwdItem, string)
 		return fwdItem{batch: b, base: base, last: last, control: true}, ""
 	}
 	switch {
+	case !f.skipCRC && !b.ValidCRC():
+		// The record path's consumer refuses it too, and says so: a batch damaged on the way
+		// is never forwarded with a new CRC over the damage.
+		return fwdItem{}, fmt.Sprintf("the batch at offsets %d-%d fails its CRC check", base, last)
 	case !b.Contiguous():
 		return fwdItem{}, fmt.Sprintf("the batch at offsets %d-%d has gaps (compaction)", base, last)
 	case b.LogAppendTime():

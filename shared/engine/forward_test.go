@@ -2,13 +2,18 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/recordbatch"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -183,4 +188,112 @@ func TestForwardHandsOver(t *testing.T) {
 		t.Errorf("position %d, want 399", p)
 	}
 	assertSyncsPointAtCopies(t, f, topic, want, got)
+}
+
+// fakeBatch produces n records to partition 0 of a new topic on f's source in one batch,
+// compressed with codec, and returns that batch as a fetch brings it.
+func fakeBatch(t *testing.T, f *fakeFlow, topic string, codec kgo.CompressionCodec, n int) recordbatch.Batch {
+	t.Helper()
+	ctx := testkit.Context(t, 10*time.Second)
+	adm := kadm.NewClient(f.client(Source))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	cl := f.client(Source, kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(time.Second))
+	if err := cl.ProduceSync(ctx, testkit.SampleRecords(topic, 1, n)...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, md.Topics[topic].ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, ok := recordbatch.Next(resp.Topics[0].Partitions[0].RecordBatches)
+	if !ok || b.Count() != int32(n) {
+		t.Fatalf("fetched no batch of %d records", n)
+	}
+	return b
+}
+
+// TestForwardItemRules: which fetched batches the forwarder produces as they are, and why it
+// hands a partition to the record path for the others (each batch header changed in one field,
+// at Kafka's offsets for it).
+func TestForwardItemRules(t *testing.T) {
+	f := newFakeFlow(t, nil)
+	plain := fakeBatch(t, f, "plain", kgo.NoCompression(), 10)
+	lz4 := fakeBatch(t, f, "lz4", kgo.Lz4Compression(), 10)
+	want, _ := plain.PayloadBytes()
+	fwd := &forwarder{codec: 0, maxBatch: 1 << 20}
+	part := func(next, end int64) *fwdPartition {
+		return &fwdPartition{st: &partState{w: &work{start: next, end: end}}, next: next}
+	}
+	// edit changes a copy of b and, but for the "damaged" case, fixes its CRC.
+	edit := func(b recordbatch.Batch, change func([]byte)) recordbatch.Batch {
+		c := append(recordbatch.Batch{}, b...)
+		change(c)
+		binary.BigEndian.PutUint32(c[17:], crc32.Checksum(c[21:], crc32.MakeTable(crc32.Castagnoli)))
+		return c
+	}
+	attrs := func(bits uint16) func([]byte) {
+		return func(b []byte) { binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|bits) }
+	}
+	for _, tc := range []struct {
+		name    string
+		b       recordbatch.Batch
+		p       *fwdPartition
+		maxB    int
+		why     string // "" forwarded
+		skipped bool   // before next: nothing to queue
+		control bool
+	}{
+		{name: "plain", b: plain, p: part(0, 100)},
+		{name: "wholly before next", b: plain, p: part(10, 100), skipped: true},
+		{name: "resume inside", b: plain, p: part(3, 100), why: "resumes inside the batch"},
+		{name: "past the end", b: plain, p: part(0, 9), why: "ends past the burst's end"},
+		{name: "other codec", b: lz4, p: part(0, 100), why: "has codec 3"},
+		{name: "over the batch size", b: plain, p: part(0, 100), maxB: 100, why: "over the target producer's 100"},
+		{name: "LogAppendTime", b: edit(plain, attrs(0x08)), p: part(0, 100), why: "LogAppendTime"},
+		{name: "delete horizon", b: edit(plain, attrs(0x40)), p: part(0, 100), why: "delete horizon"},
+		{name: "no timestamp", b: edit(plain, func(b []byte) { binary.BigEndian.PutUint64(b[27:], ^uint64(0)) }), p: part(0, 100), why: "without a timestamp"},
+		{name: "damaged", b: append(edit(plain, func([]byte) {})[:len(plain)-1:len(plain)-1], plain[len(plain)-1]^1), p: part(0, 100), why: "fails its CRC check"},
+		{name: "compaction gap", b: edit(plain, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 9) }), p: part(0, 100), why: "has gaps"},
+		{name: "old format", b: edit(plain, func(b []byte) { b[16] = 1 }), p: part(0, 100), why: "message format v1"},
+		{name: "bad records", b: edit(plain, func(b []byte) { b[recordbatch.HeaderSize] = 0x7f }), p: part(0, 100), why: "as a producer writes them"},
+		{name: "transaction marker", b: edit(plain, attrs(0x20)), p: part(0, 100), control: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fwd.maxBatch = 1 << 20
+			if tc.maxB > 0 {
+				fwd.maxBatch = tc.maxB
+			}
+			it, why := fwd.item(tc.p, tc.b)
+			switch {
+			case tc.why != "":
+				if !strings.Contains(why, tc.why) {
+					t.Errorf("reason %q, want one with %q", why, tc.why)
+				}
+			case why != "":
+				t.Errorf("handed over: %s", why)
+			case tc.skipped:
+				if it.batch != nil {
+					t.Error("a batch before next was queued")
+				}
+			case it.batch == nil || it.base != 0 || it.last != 9 || it.control != tc.control:
+				t.Errorf("item: batch %v, offsets %d-%d, control %v", it.batch != nil, it.base, it.last, it.control)
+			case !tc.control && it.payloadSize != want:
+				t.Errorf("payload %d, want %d", it.payloadSize, want)
+			}
+		})
+	}
 }

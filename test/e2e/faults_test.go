@@ -367,7 +367,6 @@ func TestFaultsMirrorRun(t *testing.T) {
 	src, tgt := faultPair(t)
 	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
 	bin := MirrorBinary(t)
-	const n = 60000
 	for _, tc := range []struct {
 		b   *faultBroker
 		f   fault
@@ -377,12 +376,21 @@ func TestFaultsMirrorRun(t *testing.T) {
 	} {
 		side := map[*faultBroker]string{tgt: "target", src: "source"}[tc.b]
 		t.Run(fmt.Sprintf("%s_%s_exactly_once=%v", side, tc.f.name, tc.eos), func(t *testing.T) {
+			// A forwarding burst copies 60,000 records in some 0.3 s, over before a fault
+			// lands: the at-least-once cases copy more.
+			n := 60000
+			if !tc.eos {
+				n = 400000
+			}
 			topic := bigTopic(t, c, 4, n, 200)
 			remote := "source." + topic
-			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", tc.eos))
+			// bigTopic's batches are franz-go's snappy ones: with the same codec on the target, an
+			// at-least-once burst forwards them whole (engine.forwardLoop), so the fault meets
+			// the forwarder's retries and, if they run out, its handover to the record path.
+			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", tc.eos), "MM2_TARGET_PRODUCER_COMPRESSION_TYPE=snappy")
 			p := startProcess(t, bin, env, "run")
 			ctx := testkit.Context(t, 2*time.Minute)
-			for EndOffsetsSum(ctx, tgt.bootstrap, remote) < n/10 {
+			for EndOffsetsSum(ctx, tgt.bootstrap, remote) < int64(n/10) {
 				select {
 				case <-p.exited:
 					t.Fatalf("the burst ended before the fault: exit %d\n%s", p.code, tail(p.stderr.String(), 4000))
@@ -396,8 +404,10 @@ func TestFaultsMirrorRun(t *testing.T) {
 			t.Logf("mirror run: exit %d (%d exactly-once copies started over after a commit met the fault); %s", code,
 				strings.Count(p.stderr.String(), "exactly-once copy: retriable error; copying again from the stored position"), strings.TrimSpace(p.stdout.String()))
 			var sum struct {
-				Lag    int64  `json:"lag"`
-				Reason string `json:"reason"`
+				Lag       int64  `json:"lag"`
+				Reason    string `json:"reason"`
+				Forwarded int64  `json:"forwarded_records"`
+				Duration  int64  `json:"duration_ms"`
 			}
 			_ = json.Unmarshal(p.stdout.Bytes(), &sum)
 			switch {
@@ -405,6 +415,10 @@ func TestFaultsMirrorRun(t *testing.T) {
 				t.Errorf("burst through the %s of the %s: exit %d, want 0\n%s", tc.f.name, side, code, tail(p.stderr.String(), 4000))
 			case sum.Lag != 0:
 				t.Errorf("burst through the %s of the %s: exit 0 (reason %q) with %d records left", tc.f.name, side, sum.Reason, sum.Lag)
+			case sum.Duration < tc.f.hold.Milliseconds():
+				t.Errorf("the burst took %d ms, less than the %s of the %s: it did not meet the fault", sum.Duration, tc.f.name, side)
+			case !tc.eos && sum.Forwarded == 0:
+				t.Errorf("burst through the %s of the %s: no batch forwarded, so the fault did not meet the forwarder", tc.f.name, side)
 			}
 			// One more run: it must find nothing left; if the burst above failed, it finishes
 			// the copy so that what the fault cost can be counted.
