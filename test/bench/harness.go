@@ -467,6 +467,7 @@ const (
 	nameRaw      = "raw franz-go copy"
 	nameMirror   = "mirror run"
 	nameRoomy    = "mirror run, 256 MiB"
+	nameRecords  = "mirror run, record by record"
 	nameSplit    = "mirror run ×2 (burst group)"
 	nameServe    = "mirror serve"
 	nameProducer = "producer perf (ceiling)"
@@ -589,12 +590,24 @@ func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sou
 // 64 MiB-class budgets cost in rate.
 var roomyEnv = []string{"GOMEMLIMIT=256MiB", "MM2_INFLIGHT_MAX_BYTES=16777216", "MM2_SOURCE_CONSUMER_FETCH_MAX_BYTES=16777216"}
 
-func (h *harness) runMirror(ctx context.Context, w workload, topics []string, roomy bool) (contender, error) {
-	src, tgt, logName, name, env := "gosrc", "gotgt", "mirror", nameMirror, []string(nil)
-	if roomy {
-		src, tgt, logName, name, env = "bigsrc", "bigtgt", "mirror-256MiB", nameRoomy, roomyEnv
-	}
-	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, src, tgt, logName, []string{"run"}, env...)
+// mirrorVariant is one `mirror run` contender: its flow's aliases, log name, row name and
+// environment.
+type mirrorVariant struct {
+	src, tgt, log, name string
+	env                 []string
+}
+
+var (
+	mirrorDefault = mirrorVariant{"gosrc", "gotgt", "mirror", nameMirror, nil}
+	mirrorRoomy   = mirrorVariant{"bigsrc", "bigtgt", "mirror-256MiB", nameRoomy, roomyEnv}
+	// mirrorRecords copies record by record, batch forwarding off: what forwarding buys, in
+	// the same run.
+	mirrorRecords = mirrorVariant{"recsrc", "rectgt", "mirror-records", nameRecords, []string{"MM2_FORWARD_BATCHES=false"}}
+)
+
+func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v mirrorVariant) (contender, error) {
+	name := v.name
+	cmd, logFile, remote, err := h.mm2goCmd(ctx, w, topics, v.src, v.tgt, v.log, []string{"run"}, v.env...)
 	if err != nil {
 		return contender{}, err
 	}

@@ -118,8 +118,9 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameRaw, opts.skipCeiling || w.Resumed, func() (contender, error) { return h.runRaw(ctx, w, topics) }},
 		{nameMM2, opts.skipMM2, func() (contender, error) { return h.runMM2(ctx, w, topics, false) }},
 		{nameMM2Tuned, opts.skipMM2 || opts.skipTuned, func() (contender, error) { return h.runMM2(ctx, w, topics, true) }},
-		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics, false) }},
-		{nameRoomy, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, true) }},
+		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorDefault) }},
+		{nameRecords, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRecords) }},
+		{nameRoomy, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
 		{nameServe, opts.skipMirror || opts.skipServe, func() (contender, error) { return h.runServe(ctx, w, topics, false) }},
 	}
@@ -239,7 +240,7 @@ func (h *harness) warmUp(ctx context.Context, w workload, topics []string, opts 
 	if opts.skipMirror {
 		return nil
 	}
-	if _, err := h.runMirror(ctx, w, topics, false); err != nil {
+	if _, err := h.runMirror(ctx, w, topics, mirrorDefault); err != nil {
 		return fmt.Errorf("mirror run: %w", err)
 	}
 	if w.Split {
@@ -267,7 +268,8 @@ func contenderSettings() []contenderSetting {
 		{nameRaw, "test/bench/raw.go as a child process: franz-go " + "consumer (ConsumePartitions from the start, franz-go's default fetch sizes, 250 ms max wait) and producer with mm2go's default copy settings (same partition, idempotent, acks=all, linger 5 ms, 20 MiB / 131072 records buffered, the workload's compression, batches up to 1 MiB as mm2go's); target topics created before the clock starts; no positions, no offset syncs."},
 		{nameMM2, "genuine MirrorMaker 2 (dedicated mode, connect-mirror " + "jars as listed), the interoperability tests' settings (test/testkit MM2Properties: refresh intervals 2 s, checkpoints every 2 s, heartbeats every 1 s, offset flush 1 s) and tasks.max=2; JVM -Xms128m -Xmx512m, G1; for compressed workloads target.producer.compression.type as the source's."},
 		{nameMM2Tuned, "as MM2, plus " + strings.ReplaceAll(strings.TrimSpace(mm2Tuning), "\n", ", ") + "; JVM -Xms1g -Xmx1g (KAFKA_HEAP_OPTS=-Xmx1g -Xms1g)."},
-		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (8 MiB in flight over up to 16 partitions down to 2 MiB over 64 or more, fetches of 512 KiB growing by 4 KiB per partition over 128 up to 4 MiB, scaled by compression, target producer linger 5 ms, acks=all, idempotent; soft memory limit 40 MiB), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's."},
+		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (batches forwarded whole where the target producer writes their codec, 8 MiB in flight over up to 16 partitions down to 2 MiB over 64 or more, fetches of 512 KiB growing by 4 KiB per partition over 128 up to 4 MiB, scaled by compression, target producer linger 5 ms, acks=all, idempotent; soft memory limit 40 MiB), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's."},
+		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer, as before session 9."},
 		{nameRoomy, "as mirror run, with the memory the raw copy takes spent on larger budgets: " + strings.Join(roomyEnv, ", ") + "."},
 		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
 		{nameServe, "`mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (ordered, key type byte-array, knative/kafkasource.yaml's delivery settings); times from the dispatcher's launch (the function ready first); CPU and RSS are the function's only."},
@@ -287,12 +289,12 @@ func (r report) markdown() string {
 	b.WriteString("Times are from process start, as the harness sees records arrive on the target (it polls every 5 ms); done = every record on the target. ")
 	b.WriteString("first record after brokers answer = mirror run's own figure: from its burst's first request to a broker to the first record the target acknowledged; (topics ready N) = the part of it until the burst's remote topics were ready (on a new flow: created by the target broker and served).\n\n")
 	b.WriteString("## Summary\n\n")
-	b.WriteString("| workload | mirror run done | rec/s (MB/s) | better MM2 (done) | mm2go / better MM2 (end to end) | ceiling rec/s (by) | mm2go / ceiling | mm2go / raw copy | mm2go CPU s/GB | mm2go peak RSS | first record after brokers answer | split ×2 vs one | 256 MiB mirror run / ceiling (peak RSS) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| workload | mirror run done | rec/s (MB/s) | better MM2 (done) | mm2go / better MM2 (end to end) | ceiling rec/s (by) | mm2go / ceiling | mm2go / raw copy | mm2go CPU s/GB (record by record) | mm2go peak RSS | first record after brokers answer | split ×2 vs one | 256 MiB mirror run / ceiling (peak RSS) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.Results {
 		b.WriteString(res.summaryRow() + "\n")
 	}
 	b.WriteString("\n## CPU-seconds per GB and peak RSS, every contender\n\n")
-	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameRoomy, nameSplit, nameServe}
+	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameRecords, nameRoomy, nameSplit, nameServe}
 	b.WriteString("| workload |")
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s CPU s/GB | %s peak RSS |", n, n)
@@ -401,9 +403,13 @@ func (r result) summaryRow() string {
 	if big := r.get(nameRoomy); rt.RoomyVsCeiling > 0 {
 		roomy += " (" + mib(big.PeakRSSKiB) + ")"
 	}
-	return fmt.Sprintf("| %s | %s | %.0f (%.1f) | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |",
+	cpu := fmt.Sprintf("%.2f", m.CPUSecondsPerGB)
+	if rec := r.get(nameRecords); rec.ok() {
+		cpu += fmt.Sprintf(" (%.2f)", rec.CPUSecondsPerGB)
+	}
+	return fmt.Sprintf("| %s | %s | %.0f (%.1f) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 		r.Workload.Name, done, m.RecordsPS, m.MBPS, better, x(rt.VsBetterMM2), ceiling, x(rt.VsCeiling), x(rt.VsRaw),
-		m.CPUSecondsPerGB, mib(m.PeakRSSKiB), own, x(rt.SplitVsOne), roomy)
+		cpu, mib(m.PeakRSSKiB), own, x(rt.SplitVsOne), roomy)
 }
 
 const tableHeader = "| workload | contender | first record | done | rec/s (MB/s) | CPU s | CPU s/GB | peak RSS | target topic compression.type | check | notes |\n" +
