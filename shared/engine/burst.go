@@ -68,7 +68,10 @@ type TopicSummary struct {
 
 // Summary is the outcome of a burst.
 type Summary struct {
-	Records    int64                    `json:"records"`
+	Records int64 `json:"records"`
+	// Bytes counts the keys, values and header keys and values of the records copied; of a
+	// batch forwarded compressed (see ForwardedRecords), which is not decompressed, the
+	// compressed size of its records.
 	Bytes      int64                    `json:"bytes"`
 	Partitions int                      `json:"partitions"`
 	Lag        int64                    `json:"lag"`

@@ -247,13 +247,14 @@ func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwar
 	parts := make([]*fwdPartition, 0, len(states))
 	for _, st := range states {
 		sd, dd := smeta.Topics[st.w.tp.Topic], tmeta.Topics[st.w.remote]
-		if sd.Err != nil || dd.Err != nil {
-			return nil, nil, fmt.Errorf("describing %s or %q: %w", st.w.tp, st.w.remote, errors.Join(sd.Err, dd.Err))
-		}
 		sp, ok := sd.Partitions[st.w.tp.Partition]
 		dp, ok2 := dd.Partitions[st.w.tp.Partition]
-		if !ok || !ok2 {
-			return nil, nil, fmt.Errorf("partition %d of %s or %q not in metadata", st.w.tp.Partition, st.w.tp.Topic, st.w.remote)
+		if sd.Err != nil || dd.Err != nil || !ok || !ok2 {
+			// Metadata that does not know the partition yet: the record path's clients wait
+			// for it.
+			e.log.Info("partition goes on record by record", "partition", st.w.tp.String(), "offset", st.w.start,
+				"reason", fmt.Sprintf("partition %d of %s or %q not in metadata (%v)", st.w.tp.Partition, st.w.tp.Topic, st.w.remote, errors.Join(sd.Err, dd.Err)))
+			continue
 		}
 		parts = append(parts, &fwdPartition{st: st, topicID: sd.ID, remoteID: dd.ID, srcLeader: sp.Leader, dstLeader: dp.Leader, next: st.w.start, fetchMax: f.fetchMax})
 	}
@@ -348,10 +349,12 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 		got := false
 		for {
 			b, rest, ok := recordbatch.Next(recs)
-			if n := recordbatch.Size(recs); n > int(p.fetchMax) {
+			if n := recordbatch.Size(recs); n > f.maxBatch {
+				return fmt.Sprintf("the batch at offset %d has %d bytes, over the target producer's %d", p.next, n, f.maxBatch)
+			} else if n > int(p.fetchMax) {
 				// A batch larger than the partition's share: ask for whole ones from now on,
 				// so that the request's byte budget counts them.
-				p.fetchMax = int32(min(n, math.MaxInt32))
+				p.fetchMax = int32(n)
 				got = got || !ok // only part of it came: not a stall
 			}
 			if !ok {
