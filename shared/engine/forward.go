@@ -76,8 +76,8 @@ type forwarder struct {
 
 	// Requests of many partitions to one broker go out together (see lanes): fetches on the
 	// loop's context, produce requests on the copy's write context.
-	fetches  lanes[*fetchCall]
-	produces lanes[*produceCall]
+	fetches  lanes
+	produces lanes
 }
 
 // fwdPartition is one partition being forwarded. next is the fetch side's, seq and the
@@ -138,8 +138,8 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		e.log.Info("batches not forwarded; copying record by record", "err", err)
 		return ReasonDone
 	}
-	f.fetches.start(stopCtx, f.sendFetch, func(call *fetchCall) int { return int(call.p.fetchMax) }, maxRequestBytes)
-	f.produces.start(c.writeCtx, f.sendProduce, func(call *produceCall) int { return len(call.batch) }, maxRequestBytes)
+	f.fetches.start(stopCtx, f.sendFetch, func(call *laneCall) int { return int(call.p.fetchMax) }, maxRequestBytes)
+	f.produces.start(c.writeCtx, f.sendProduce, func(call *laneCall) int { return len(call.batch) }, maxRequestBytes)
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Go(func() { f.run(stopCtx, p) })
@@ -467,16 +467,74 @@ func (f *forwarder) item(p *fwdPartition, b recordbatch.Batch) (fwdItem, string)
 	return fwdItem{batch: b, base: base, last: last, payloadSize: size}, ""
 }
 
-// fetchCall is one partition's part of a fetch request; its answer comes on done.
-type fetchCall struct {
+// laneCall is one partition's part of a request sent through lanes (a fetch from offset, or
+// the produce request of batch); its answer comes on done.
+type laneCall struct {
 	p      *fwdPartition
 	offset int64
-	done   chan fetchAnswer
+	batch  recordbatch.Batch
+	done   chan laneAnswer
 }
 
-type fetchAnswer struct {
+// laneAnswer is a partition's part of a broker's answer: a fetch's batches, or the target's
+// first offset of a produced batch.
+type laneAnswer struct {
 	records []byte
+	base    int64
 	err     error
+}
+
+// ask sends call in broker's next request and waits for its answer.
+func (l *lanes) ask(ctx context.Context, broker int32, call *laneCall) (laneAnswer, error) {
+	call.done = make(chan laneAnswer, 1)
+	if !l.submit(ctx, broker, call) {
+		return laneAnswer{}, context.Canceled
+	}
+	select {
+	case a := <-call.done:
+		return a, a.err
+	case <-ctx.Done():
+		return laneAnswer{}, ctx.Err()
+	}
+}
+
+// laneKey finds a call by a response's partition: by topic ID (requests since Kafka 4's
+// versions name topics by ID) or by name.
+type laneKey struct {
+	id        [16]byte
+	name      string
+	partition int32
+}
+
+// reply hands each call its partition's answer (give, for every partition of the response,
+// gets the answer of the call asking for id or name, partition) and err to the calls the
+// response left out, or to all of them if err is not nil.
+func reply(calls []*laneCall, topic func(*laneCall) ([16]byte, string), err error, each func(give func(id [16]byte, name string, partition int32, a laneAnswer))) {
+	answered := make([]bool, len(calls))
+	if err == nil {
+		at := make(map[laneKey]int, 2*len(calls))
+		for i, call := range calls {
+			id, name := topic(call)
+			at[laneKey{id: id, partition: call.p.st.w.tp.Partition}] = i
+			at[laneKey{name: name, partition: call.p.st.w.tp.Partition}] = i
+		}
+		each(func(id [16]byte, name string, partition int32, a laneAnswer) {
+			k := laneKey{id: id, partition: partition}
+			if id == ([16]byte{}) {
+				k = laneKey{name: name, partition: partition}
+			}
+			if i, ok := at[k]; ok && !answered[i] {
+				answered[i] = true
+				calls[i].done <- a
+			}
+		})
+		err = errNoAnswer
+	}
+	for i, call := range calls {
+		if !answered[i] {
+			call.done <- laneAnswer{err: err}
+		}
+	}
 }
 
 // maxEmptyFetches bounds the answers in a row that bring a partition nothing before the
@@ -490,17 +548,9 @@ const maxEmptyFetches = 20
 func (f *forwarder) fetchOnce(ctx context.Context, p *fwdPartition) ([]byte, error) {
 	var out []byte
 	err := f.retry(ctx, func() error {
-		call := &fetchCall{p: p, offset: p.next, done: make(chan fetchAnswer, 1)}
-		if !f.fetches.submit(ctx, p.srcLeader, call) {
-			return context.Canceled
-		}
-		select {
-		case a := <-call.done:
-			out = a.records
-			return a.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		a, err := f.fetches.ask(ctx, p.srcLeader, &laneCall{p: p, offset: p.next})
+		out = a.records
+		return err
 	}, func(ctx context.Context) {
 		if l, ok := f.leader(ctx, f.c.e.srcAdm.Metadata, p.st.w.tp.Topic, p.st.w.tp.Partition); ok {
 			p.srcLeader = l
@@ -510,7 +560,7 @@ func (f *forwarder) fetchOnce(ctx context.Context, p *fwdPartition) ([]byte, err
 }
 
 // sendFetch sends calls, all for partitions led by broker, as one fetch request.
-func (f *forwarder) sendFetch(ctx context.Context, broker int32, calls []*fetchCall) {
+func (f *forwarder) sendFetch(ctx context.Context, broker int32, calls []*laneCall) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 250
@@ -538,26 +588,14 @@ func (f *forwarder) sendFetch(ctx context.Context, broker int32, calls []*fetchC
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
-	answered := make([]bool, len(calls))
-	if err == nil {
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				for i, call := range calls {
-					w := call.p.st.w
-					if !answered[i] && w.tp.Partition == rp.Partition && (rt.TopicID == call.p.topicID && rt.TopicID != [16]byte{} || rt.Topic == w.tp.Topic) {
-						answered[i] = true
-						call.done <- fetchAnswer{records: rp.RecordBatches, err: kerr.ErrorForCode(rp.ErrorCode)}
-					}
+	reply(calls, func(call *laneCall) ([16]byte, string) { return call.p.topicID, call.p.st.w.tp.Topic }, err,
+		func(give func([16]byte, string, int32, laneAnswer)) {
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					give(rt.TopicID, rt.Topic, rp.Partition, laneAnswer{records: rp.RecordBatches, err: kerr.ErrorForCode(rp.ErrorCode)})
 				}
 			}
-		}
-		err = errNoAnswer
-	}
-	for i, call := range calls {
-		if !answered[i] {
-			call.done <- fetchAnswer{err: err}
-		}
-	}
+		})
 }
 
 // errNoAnswer is a request's error for a partition its answer left out.
@@ -615,19 +653,6 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 	}
 }
 
-// produceCall is one partition's batch in a produce request; the target's first offset for it
-// comes on done.
-type produceCall struct {
-	p     *fwdPartition
-	batch recordbatch.Batch
-	done  chan produceAnswer
-}
-
-type produceAnswer struct {
-	base int64
-	err  error
-}
-
 // produce writes one rewritten batch to p's remote partition and returns the offset the
 // target gave its first record. Retriable errors are retried with the same batch (the same
 // sequence: a batch the target already has is answered with its first offset, not written
@@ -635,17 +660,9 @@ type produceAnswer struct {
 func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.Batch) (int64, error) {
 	var base int64
 	err := f.retry(ctx, func() error {
-		call := &produceCall{p: p, batch: b, done: make(chan produceAnswer, 1)}
-		if !f.produces.submit(ctx, p.dstLeader, call) {
-			return context.Canceled
-		}
-		select {
-		case a := <-call.done:
-			base = a.base
-			return a.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		a, err := f.produces.ask(ctx, p.dstLeader, &laneCall{p: p, batch: b})
+		base = a.base
+		return err
 	}, func(ctx context.Context) {
 		if l, ok := f.leader(ctx, f.c.e.tgtAdm.Metadata, p.st.w.remote, p.st.w.tp.Partition); ok {
 			p.dstLeader = l
@@ -656,7 +673,7 @@ func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.
 
 // sendProduce sends calls, all for partitions led by broker (one batch per partition), as one
 // produce request.
-func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*produceCall) {
+func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*laneCall) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = f.timeoutMS
@@ -676,26 +693,14 @@ func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*prod
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	resp, err := req.RequestWith(ctx, f.c.e.tgt.Broker(int(broker)))
-	answered := make([]bool, len(calls))
-	if err == nil {
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				for i, call := range calls {
-					w := call.p.st.w
-					if !answered[i] && w.tp.Partition == rp.Partition && (rt.TopicID == call.p.remoteID && rt.TopicID != [16]byte{} || rt.Topic == w.remote) {
-						answered[i] = true
-						call.done <- produceAnswer{base: rp.BaseOffset, err: kerr.ErrorForCode(rp.ErrorCode)}
-					}
+	reply(calls, func(call *laneCall) ([16]byte, string) { return call.p.remoteID, call.p.st.w.remote }, err,
+		func(give func([16]byte, string, int32, laneAnswer)) {
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					give(rt.TopicID, rt.Topic, rp.Partition, laneAnswer{base: rp.BaseOffset, err: kerr.ErrorForCode(rp.ErrorCode)})
 				}
 			}
-		}
-		err = errNoAnswer
-	}
-	for i, call := range calls {
-		if !answered[i] {
-			call.done <- produceAnswer{err: err}
-		}
-	}
+		})
 }
 
 // lanes send the calls of many partitions to a broker in as few requests as they can: the
@@ -703,28 +708,28 @@ func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*prod
 // a request into a buffer of its pool, which a collection empties, and a large one grows
 // there by doubling), and the next request leaves while it is answered. A partition has one
 // call at a time, so a request holds at most one of its.
-type lanes[C any] struct {
+type lanes struct {
 	ctx      context.Context
-	send     func(ctx context.Context, broker int32, calls []C)
-	size     func(C) int
+	send     func(ctx context.Context, broker int32, calls []*laneCall)
+	size     func(*laneCall) int
 	maxBytes int
 	mu       sync.Mutex
-	byID     map[int32]chan C
+	byID     map[int32]chan *laneCall
 }
 
 // start readies the lanes: send sends one request, size tells a call's bytes in it; ctx
 // bounds their goroutines.
-func (l *lanes[C]) start(ctx context.Context, send func(context.Context, int32, []C), size func(C) int, maxBytes int) {
-	l.ctx, l.send, l.size, l.maxBytes, l.byID = ctx, send, size, maxBytes, map[int32]chan C{}
+func (l *lanes) start(ctx context.Context, send func(context.Context, int32, []*laneCall), size func(*laneCall) int, maxBytes int) {
+	l.ctx, l.send, l.size, l.maxBytes, l.byID = ctx, send, size, maxBytes, map[int32]chan *laneCall{}
 }
 
 // submit queues call for broker's next request. It reports false if ctx or the lanes ended
 // first.
-func (l *lanes[C]) submit(ctx context.Context, broker int32, call C) bool {
+func (l *lanes) submit(ctx context.Context, broker int32, call *laneCall) bool {
 	l.mu.Lock()
 	ch := l.byID[broker]
 	if ch == nil {
-		ch = make(chan C, 64)
+		ch = make(chan *laneCall, 64)
 		l.byID[broker] = ch
 		go l.run(broker, ch)
 	}
@@ -740,9 +745,9 @@ func (l *lanes[C]) submit(ctx context.Context, broker int32, call C) bool {
 }
 
 // run sends the calls queued for broker until the lanes end.
-func (l *lanes[C]) run(broker int32, ch chan C) {
+func (l *lanes) run(broker int32, ch chan *laneCall) {
 	for {
-		var calls []C
+		var calls []*laneCall
 		select {
 		case call := <-ch:
 			calls = append(calls, call)
