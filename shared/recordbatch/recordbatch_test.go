@@ -327,18 +327,23 @@ func TestNextPartial(t *testing.T) {
 	}
 }
 
-// BenchmarkPayloadBytes: the walk over an uncompressed batch of 1,000 records of 512 B (one op
-// is one batch; ns/op / 1000 is the cost per record).
-func BenchmarkPayloadBytes(b *testing.B) {
+// benchBatches returns n uncompressed records of 512 B in batches of batch records.
+func benchBatches(b *testing.B, n, batch int) []recordbatch.Batch {
 	b.ReportAllocs()
 	c := newCluster(b)
 	id := c.topic(b, "src")
-	recs := sample("src", 0, 1000)
+	recs := sample("src", 0, n)
 	for _, r := range recs {
 		r.Value = bytes.Repeat([]byte{1}, 512)
 	}
-	c.produceBatches(b, kgo.NoCompression(), 1000, recs)
-	batch := c.fetchBatches(b, "src", id)[0]
+	c.produceBatches(b, kgo.NoCompression(), batch, recs)
+	return c.fetchBatches(b, "src", id)
+}
+
+// BenchmarkPayloadBytes: the walk over an uncompressed batch of 1,000 records of 512 B (one op
+// is one batch; ns/op / 1000 is the cost per record).
+func BenchmarkPayloadBytes(b *testing.B) {
+	batch := benchBatches(b, 1000, 1000)[0]
 	b.SetBytes(int64(len(batch)))
 	for b.Loop() {
 		if _, ok := batch.PayloadBytes(); !ok {
@@ -350,15 +355,7 @@ func BenchmarkPayloadBytes(b *testing.B) {
 // BenchmarkJoin: joining 16 uncompressed batches of 64 records of 512 B (one op is one joined
 // batch of 1,024 records).
 func BenchmarkJoin(b *testing.B) {
-	b.ReportAllocs()
-	c := newCluster(b)
-	id := c.topic(b, "src")
-	recs := sample("src", 0, 1024)
-	for _, r := range recs {
-		r.Value = bytes.Repeat([]byte{1}, 512)
-	}
-	c.produceBatches(b, kgo.NoCompression(), 64, recs)
-	batches := c.fetchBatches(b, "src", id)
+	batches := benchBatches(b, 1024, 64)
 	buf := make([]byte, 0, 1<<20)
 	b.SetBytes(int64(len(batches) * len(batches[0])))
 	var bd recordbatch.Builder
