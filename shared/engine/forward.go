@@ -619,7 +619,6 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			c.release(size)
 			continue
 		}
-		n := it.batch.Count()
 		seq := int32(-1)
 		if f.producerID >= 0 {
 			seq = p.seq
@@ -633,23 +632,30 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			cancelFetch()
 			continue
 		}
-		if p.seq += n; p.seq < 0 {
-			p.seq -= math.MinInt32 // sequences wrap to 0 after MaxInt32, as Kafka's producers do
-		}
-		st.mu.Lock()
-		st.lastAcked = it.last
-		st.records += int64(n)
-		st.bytes += it.payloadSize
-		st.mu.Unlock()
-		if c.firstAckNS.Load() == 0 {
-			c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
-		}
-		c.records.Add(int64(n))
-		c.forwarded.Add(int64(n))
-		c.bytes.Add(it.payloadSize)
-		for i := range int64(n) {
-			c.syncs.recordAt(st.ctx, st.sync, it.base+i, down+i)
-		}
+		f.acked(p, it, down)
+	}
+}
+
+// acked records that the target wrote the batch of it from downstream offset down: the
+// partition's sequence, position and counters, and MM2's offset-sync rules for every record.
+func (f *forwarder) acked(p *fwdPartition, it fwdItem, down int64) {
+	c, st, n := f.c, p.st, it.batch.Count()
+	if p.seq += n; p.seq < 0 {
+		p.seq -= math.MinInt32 // sequences wrap to 0 after MaxInt32, as Kafka's producers do
+	}
+	st.mu.Lock()
+	st.lastAcked = it.last
+	st.records += int64(n)
+	st.bytes += it.payloadSize
+	st.mu.Unlock()
+	if c.firstAckNS.Load() == 0 {
+		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	c.records.Add(int64(n))
+	c.forwarded.Add(int64(n))
+	c.bytes.Add(it.payloadSize)
+	for i := range int64(n) {
+		c.syncs.recordAt(st.ctx, st.sync, it.base+i, down+i)
 	}
 }
 

@@ -190,9 +190,10 @@ func TestForwardHandsOver(t *testing.T) {
 	assertSyncsPointAtCopies(t, f, topic, want, got)
 }
 
-// fakeBatch produces n records to partition 0 of a new topic on f's source in one batch,
-// compressed with codec, and returns that batch as a fetch brings it.
-func fakeBatch(t *testing.T, f *fakeFlow, topic string, codec kgo.CompressionCodec, n int) recordbatch.Batch {
+// fakeBatch produces n records (testkit.SampleRecords, values padded to size bytes if size > 0)
+// to partition 0 of a new topic on f's source in one batch, compressed with codec, and returns
+// that batch as a fetch brings it.
+func fakeBatch(t testing.TB, f *fakeFlow, topic string, codec kgo.CompressionCodec, n, size int) recordbatch.Batch {
 	t.Helper()
 	ctx := testkit.Context(t, 10*time.Second)
 	adm := kadm.NewClient(f.client(Source))
@@ -200,7 +201,13 @@ func fakeBatch(t *testing.T, f *fakeFlow, topic string, codec kgo.CompressionCod
 		t.Fatal(err)
 	}
 	cl := f.client(Source, kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(time.Second))
-	if err := cl.ProduceSync(ctx, testkit.SampleRecords(topic, 1, n)...).FirstErr(); err != nil {
+	recs := testkit.SampleRecords(topic, 1, n)
+	for _, r := range recs {
+		if size > 0 {
+			r.Value = make([]byte, size)
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	md, err := adm.Metadata(ctx, topic)
@@ -231,8 +238,8 @@ func fakeBatch(t *testing.T, f *fakeFlow, topic string, codec kgo.CompressionCod
 // at Kafka's offsets for it).
 func TestForwardItemRules(t *testing.T) {
 	f := newFakeFlow(t, nil)
-	plain := fakeBatch(t, f, "plain", kgo.NoCompression(), 10)
-	lz4 := fakeBatch(t, f, "lz4", kgo.Lz4Compression(), 10)
+	plain := fakeBatch(t, f, "plain", kgo.NoCompression(), 10, 0)
+	lz4 := fakeBatch(t, f, "lz4", kgo.Lz4Compression(), 10, 0)
 	want, _ := plain.PayloadBytes()
 	fwd := &forwarder{codec: 0, maxBatch: 1 << 20}
 	part := func(next, end int64) *fwdPartition {
