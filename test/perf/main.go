@@ -45,6 +45,7 @@ type options struct {
 	profileDir         string
 	extraEnv           string
 	compression        string
+	batch              int
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&o.profileDir, "cpuprofile", "", "directory for CPU and allocation profiles of each mirror run")
 	flag.StringVar(&o.extraEnv, "env", "", "extra environment for mirror run, comma separated K=V")
 	flag.StringVar(&o.compression, "compression", "none", "compression of the seeded source batches (none, lz4, zstd)")
+	flag.IntVar(&o.batch, "batch", 1<<20, "largest seeded source batch in bytes (the bench's producer perf test writes 16384)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "perf:", err)
@@ -78,7 +80,7 @@ func main() {
 func run(ctx context.Context, o options) error {
 	topics := make([]string, o.topics)
 	for i := range topics {
-		topics[i] = fmt.Sprintf("perf-%dx%d-p%d-%s-%d", o.records, o.size, o.partitions, o.compression, i)
+		topics[i] = fmt.Sprintf("perf-%dx%d-p%d-%s-b%d-%d", o.records, o.size, o.partitions, o.compression, o.batch, i)
 	}
 	if err := seed(ctx, o, topics); err != nil {
 		return fmt.Errorf("seeding: %w", err)
@@ -211,7 +213,7 @@ func watchHWM(pid int) <-chan int64 {
 // seed creates the source topics and produces the records, unless they are there already.
 func seed(ctx context.Context, o options, topics []string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(o.source), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(codec(o.compression)))
+		kgo.ProducerBatchMaxBytes(int32(o.batch)), kgo.ProducerBatchCompression(codec(o.compression)))
 	if err != nil {
 		return err
 	}
