@@ -83,6 +83,8 @@ type forwarder struct {
 	// a fresh large buffer costs the runtime its zeroing on top of the copy (a tenth of the
 	// forwarder's CPU on a topic written in 16 KiB batches).
 	spare chan []byte
+	// gate lets one fetching partition at a time wait for the in-flight budget (reserve).
+	gate chan struct{}
 }
 
 // spareBuffers is how many joined batches' memory the forwarder keeps for reuse; the
@@ -211,7 +213,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 // and topic IDs of states' partitions on both clusters.
 func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwarder, []*fwdPartition, error) {
 	e := c.e
-	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers)}
+	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
 	codec, err := producerCodec(c.prod)
 	if err != nil {
 		return nil, nil, err
@@ -342,11 +344,10 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 	}
 	for p.next < st.w.end {
 		// Reserved before the fetch (what it may bring), then what it brought.
-		if !c.waitSpace(ctx, int64(p.fetchMax)) {
+		if !f.reserve(ctx, int64(p.fetchMax)) {
 			return ""
 		}
 		held = int64(p.fetchMax)
-		c.inflight.Add(held)
 		recs, err := f.fetchOnce(ctx, p)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -859,6 +860,23 @@ func (f *forwarder) leader(ctx context.Context, meta func(context.Context, ...st
 		return 0, false
 	}
 	return pd.Leader, true
+}
+
+// reserve waits until need more bytes fit in the in-flight budget and takes them; false if
+// ctx ended first. Partitions wait their turn on the gate, in order, so that only one of
+// them watches the budget: a thousand partitions polling it cost more CPU than the copy.
+func (f *forwarder) reserve(ctx context.Context, need int64) bool {
+	select {
+	case f.gate <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-f.gate }()
+	if !f.c.waitSpace(ctx, need) {
+		return false
+	}
+	f.c.inflight.Add(need)
+	return true
 }
 
 // waitSpace waits until need more bytes fit in the in-flight budget (or nothing is in

@@ -304,3 +304,34 @@ func TestForwardItemRules(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardSmallBudget: 48 partitions written in small batches share an in-flight budget
+// that holds a few fetches at a time, so partitions wait their turn for it (reserve) and their
+// joined batches reuse each other's memory (recycle): every record arrives once, byte for
+// byte, forwarded, and the positions are the source's ends.
+func TestForwardSmallBudget(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	const parts, per = 48, 120
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "fwd-budget"), parts, nil)
+	produceWith(t, src, kgo.NoCompression(), 10*parts, testkit.SampleRecords(topic, parts, parts*per))
+
+	f := newFlow(t, topic)
+	f.opts.MaxBufferedBytes = 256 << 10 // four fetches of the forwarder's smallest share
+	s, err := f.engineSides(nil, []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}).Burst(testkit.Context(t, 2*time.Minute), BurstOptions{})
+	if err != nil {
+		t.Fatalf("burst: %v", err)
+	}
+	if s.Records != parts*per || s.ForwardedRecords != parts*per || s.Lag != 0 || s.Reason != ReasonDone {
+		t.Fatalf("summary: %d records, %d forwarded, lag %d, %s; want %d, all forwarded, 0, done", s.Records, s.ForwardedRecords, s.Lag, s.Reason, parts*per)
+	}
+	want := sourceRecords(t, src, topic)
+	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
+	testkit.AssertSameRecords(t, want, got)
+	pos := f.positions()
+	for p := range int32(parts) {
+		if pos[TP{topic, p}] != per-1 {
+			t.Errorf("position of %s-%d = %d, want %d", topic, p, pos[TP{topic, p}], per-1)
+		}
+	}
+}
