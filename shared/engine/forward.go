@@ -55,6 +55,15 @@ const forwardRetries = 16
 // request asks for (a single batch may be larger).
 const maxRequestBytes = 512 << 10
 
+// forwardBudgetFactor scales the automatic in-flight budget (Options.MaxBufferedBytes 0)
+// while batches are forwarded. What the forwarder holds is the fetch responses themselves,
+// without the record path's per-record structures and producer buffers, so twice the bytes
+// fit the same memory: test/perf, interleaved pairs on a noisy machine, peak RSS 55-58 MiB
+// either way; with twice the bytes (larger fetch shares, fewer round trips) the copy was
+// shorter in 4 of 5 pairs on 1M x 512 B (median 2.05 s against 2.33 s) and 3 of 5 on
+// 200k x 4 KiB, at the same CPU.
+const forwardBudgetFactor = 2
+
 var forwardBackoff = [2]time.Duration{10 * time.Millisecond, time.Second}
 
 // forwarding reports whether a burst over partitions forwards batches where it can.
@@ -145,6 +154,11 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		}
 	}
 	c.mu.Unlock()
+	if e.opts.MaxBufferedBytes == 0 {
+		recordBudget := c.budget
+		c.budget *= forwardBudgetFactor
+		defer func() { c.budget = recordBudget }() // every forwarding goroutine has ended by then
+	}
 	f, parts, err := c.newForwarder(stopCtx, states)
 	if err != nil {
 		e.log.Info("batches not forwarded; copying record by record", "err", err)
