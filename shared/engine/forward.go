@@ -60,7 +60,7 @@ const maxRequestBytes = 512 << 10
 // without the record path's per-record structures and producer buffers, so twice the bytes
 // fit the same memory: test/perf, interleaved pairs on a noisy machine, peak RSS 55-58 MiB
 // either way; with twice the bytes (larger fetch shares, fewer round trips) the copy was
-// shorter in 4 of 5 pairs on 1M x 512 B (median 2.05 s against 2.33 s) and 3 of 5 on
+// shorter in 4 of 5 pairs on 1M x 512 B (median 2.19 s against 2.33 s) and 3 of 5 on
 // 200k x 4 KiB, at the same CPU.
 const forwardBudgetFactor = 2
 

@@ -202,8 +202,8 @@ func fakeBatch(t testing.TB, f *fakeFlow, topic string, codec kgo.CompressionCod
 	}
 	cl := f.client(Source, kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(time.Second))
 	recs := testkit.SampleRecords(topic, 1, n)
-	for _, r := range recs {
-		if size > 0 {
+	if size > 0 {
+		for _, r := range recs {
 			r.Value = make([]byte, size)
 		}
 	}
@@ -306,9 +306,9 @@ func TestForwardItemRules(t *testing.T) {
 }
 
 // TestForwardSmallBudget: 48 partitions written in small batches share an in-flight budget
-// that holds a few fetches at a time, so partitions wait their turn for it (reserve) and their
-// joined batches reuse each other's memory (recycle): every record arrives once, byte for
-// byte, forwarded, and the positions are the source's ends.
+// that holds a few fetches at a time, so partitions wait their turn for it (reserve), and
+// their batches are joined in reused memory (recycle, not observed here): every record
+// arrives once, byte for byte, forwarded, and the positions are the source's ends.
 func TestForwardSmallBudget(t *testing.T) {
 	c := testkit.Require(t)
 	src := c.Source.Bootstrap
