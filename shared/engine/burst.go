@@ -93,6 +93,10 @@ type Summary struct {
 	// the source stored them (see Options.DecodeRecords); the others were copied record by
 	// record.
 	ForwardedRecords int64 `json:"forwarded_records"`
+	// ResentBatches counts the forwarded batches the target refused and that were sent again
+	// (a leader moving, say). Batches to new topics wait until their partitions are served
+	// instead, so a healthy target refuses none.
+	ResentBatches int64 `json:"resent_batches,omitempty"`
 	// Gaps are the source records lost to the flow that this burst found and copied around
 	// (deleted before they were mirrored, or a recreated topic); see Gap.
 	Gaps []Gap `json:"gaps,omitempty"`
@@ -137,7 +141,9 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
 		bo.Group = ""
 	}
-	prepare := func(ctx context.Context) error { return e.prepareTargets(ctx, topics) }
+	// A burst that forwards batches does not wait for new partitions to be served before it
+	// starts: each partition's first batch waits for its own (servedWatch) while it is fetched.
+	prepare := func(ctx context.Context, forward bool) error { return e.prepareTargets(ctx, topics, !forward) }
 	s, err := e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
 	e.syncTopicACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
 	return s, err
@@ -209,7 +215,7 @@ func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) 
 		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
 			return Topic{}, err
 		}
-		if err := e.prepareTargets(ctx, []Topic{t}); err != nil {
+		if err := e.prepareTargets(ctx, []Topic{t}, true); err != nil {
 			return Topic{}, err
 		}
 		e.rememberPrepared(topic, t.Partitions)
@@ -233,7 +239,7 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 // the offsets topic behind them (its many partitions would otherwise hold up the remote
 // topics on the target broker); positions are written once it is ready. Exactly-once, group
 // and reuse runs read positions first, so they wait for it.
-func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(context.Context) error) (Summary, error) {
+func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(ctx context.Context, forward bool) error) (Summary, error) {
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
@@ -257,11 +263,12 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	)
 	prepared := make(chan struct{})
 	readyMS := int64(-1)
+	forward := e.forwarding(bo, reuse, len(tps))
 	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
 	wg.Go(func() {
 		defer close(prepared)
 		if prepare != nil {
-			prepareErr = prepare(ctx)
+			prepareErr = prepare(ctx, forward)
 			readyMS = time.Since(start).Milliseconds()
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}
@@ -269,7 +276,6 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	// Planning (and with it the source consumer's start) runs beside the preparation of the
 	// topics, as soon as it is known whether positions can exist. Group runs plan as
 	// partitions are assigned; exactly-once runs after fencing.
-	forward := e.forwarding(bo, reuse, len(tps))
 	early := earlyStart{warm: !reuse, forward: forward}
 	planEarly := func(offsetsParts int32) {
 		if bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {

@@ -209,6 +209,7 @@ type copier struct {
 	records    atomic.Int64
 	bytes      atomic.Int64
 	forwarded  atomic.Int64 // records copied in forwarded batches
+	resent     atomic.Int64 // forwarded batches sent again after the target refused them
 	firstAckNS atomic.Int64
 
 	errMu sync.Mutex
@@ -1167,6 +1168,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	err := c.error()
 	s := c.e.finishSummary(start, parts, reason, err)
 	s.ForwardedRecords = c.forwarded.Load()
+	s.ResentBatches = c.resent.Load()
 	if ns := c.firstAckNS.Load(); ns > 0 {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}

@@ -47,7 +47,8 @@ const maxForwardPartitions = 64
 
 // forwardRetries bounds the attempts at one fetch or produce that meets a retriable error
 // (a leader moving, a broker restarting, a new partition not yet served), with
-// forwardBackoff doubling from its first value up to its last between them: some 10 s in all.
+// forwardBackoff doubling from its first value up to its last between them, and a produce
+// retry also waiting (up to the last) until the partition is served again: 10-26 s in all.
 // Then the partition goes on record by record, which waits out longer outages.
 const forwardRetries = 16
 
@@ -94,6 +95,8 @@ type forwarder struct {
 	spare chan []byte
 	// gate lets one fetching partition at a time wait for the in-flight budget (reserve).
 	gate chan struct{}
+	// served holds a partition's first batch, and every retry, until its leader serves it.
+	served *servedWatch
 }
 
 // spareBuffers is how many joined batches' memory the forwarder keeps for reuse; the
@@ -110,6 +113,7 @@ type fwdPartition struct {
 	next              int64
 	seq               int32
 	handover          string
+	served            bool // the produce side saw the remote partition served
 	// fetchMax is what a fetch asks of the partition: the forwarder's, or the largest batch
 	// seen if larger. A broker returns a batch larger than a partition's share whole only to
 	// the first partition of an answer (KIP-74); the others get the part that fits.
@@ -166,6 +170,8 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 	}
 	f.fetches.start(stopCtx, f.sendFetch, func(call *laneCall) int { return int(call.p.fetchMax) }, maxRequestBytes)
 	f.produces.start(c.writeCtx, f.sendProduce, func(call *laneCall) int { return len(call.batch) }, maxRequestBytes)
+	f.served.watch(parts) // checked while the first fetches run
+	go f.served.run(stopCtx)
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Go(func() { f.run(stopCtx, p) })
@@ -228,6 +234,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwarder, []*fwdPartition, error) {
 	e := c.e
 	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
+	f.served = newServedWatch(f)
 	codec, err := producerCodec(c.prod)
 	if err != nil {
 		return nil, nil, err
@@ -675,7 +682,17 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			seq = p.seq
 		}
 		it.batch.Rewrite(f.producerID, f.epoch, seq)
+		if !p.served {
+			// Checked while the first fetch ran, for every partition at once: a new topic's
+			// partitions are refused for a while after their leader is named.
+			p.served = true
+			if err := f.served.wait(st.ctx, p, false, servedWait); err != nil {
+				e := f.c.e
+				e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
+			}
+		}
 		down, tries, err := f.produce(st.ctx, p, it.batch)
+		c.resent.Add(int64(tries - 1))
 		c.release(size)
 		if err != nil {
 			failed = true
@@ -724,9 +741,7 @@ func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.
 		base = a.base
 		return err
 	}, func(ctx context.Context) {
-		if l, ok := f.leader(ctx, f.c.e.tgtAdm.Metadata, p.st.w.remote, p.st.w.tp.Partition); ok {
-			p.dstLeader = l
-		}
+		_ = f.served.wait(ctx, p, true, forwardBackoff[1]) // the next try says what is wrong if the wait did not end well
 	})
 	return base, tries, err
 }
@@ -763,11 +778,13 @@ func (f *forwarder) sendProduce(ctx context.Context, broker int32, calls []*lane
 		})
 }
 
-// lanes send the calls of many partitions to a broker in as few requests as they can: the
-// calls waiting when a request goes out travel in it (up to maxBytes of them: franz-go writes
-// a request into a buffer of its pool, which a collection empties, and a large one grows
-// there by doubling), and the next request leaves while it is answered. A partition has one
-// call at a time, so a request holds at most one of its.
+// lanes send the calls of many partitions to a broker in as few requests as they can: at most
+// laneRequests requests per broker are out at a time, and the calls that queue meanwhile travel
+// together in the next one (up to maxBytes of them: franz-go writes a request into a buffer of
+// its pool, which a collection empties, and a large one grows there by doubling). A broker
+// handles one connection's requests one after another, so more requests out would only wait
+// in its queue, each with its own cost on both sides. A partition has one call at a time, so
+// a request holds at most one of its.
 type lanes struct {
 	ctx      context.Context
 	send     func(ctx context.Context, broker int32, calls []*laneCall)
@@ -776,6 +793,10 @@ type lanes struct {
 	mu       sync.Mutex
 	byID     map[int32]chan *laneCall
 }
+
+// laneRequests is how many requests a lane has out at a broker at once: one being answered,
+// one queued behind it so that the broker does not wait for the next.
+const laneRequests = 2
 
 // start readies the lanes: send sends one request, size tells a call's bytes in it; ctx
 // bounds their goroutines.
@@ -806,23 +827,31 @@ func (l *lanes) submit(ctx context.Context, broker int32, call *laneCall) bool {
 
 // run sends the calls queued for broker until the lanes end.
 func (l *lanes) run(broker int32, ch chan *laneCall) {
+	slots := make(chan struct{}, laneRequests)
+	var next *laneCall // a call that did not fit in the request before
 	for {
-		var calls []*laneCall
+		if next == nil {
+			select {
+			case next = <-ch:
+			case <-l.ctx.Done():
+				return
+			}
+		}
 		select {
-		case call := <-ch:
-			calls = append(calls, call)
+		case slots <- struct{}{}:
 		case <-l.ctx.Done():
 			return
 		}
 		// The partitions answered by one request ask again one after another: let them.
 		runtime.Gosched()
-		bytes := l.size(calls[0])
+		calls, bytes := []*laneCall{next}, l.size(next)
+		next = nil
 		for more := true; more; {
 			select {
 			case call := <-ch:
 				if n := l.size(call); bytes+n > l.maxBytes {
-					go l.send(l.ctx, broker, calls)
-					calls, bytes = nil, 0
+					next, more = call, false
+					break
 				}
 				calls = append(calls, call)
 				bytes += l.size(call)
@@ -830,7 +859,10 @@ func (l *lanes) run(broker int32, ch chan *laneCall) {
 				more = false
 			}
 		}
-		go l.send(l.ctx, broker, calls)
+		go func() {
+			defer func() { <-slots }()
+			l.send(l.ctx, broker, calls)
+		}()
 	}
 }
 

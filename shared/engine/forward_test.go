@@ -2,10 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,6 +327,11 @@ func TestForwardSmallBudget(t *testing.T) {
 	if s.Records != parts*per || s.ForwardedRecords != parts*per || s.Lag != 0 || s.Reason != ReasonDone {
 		t.Fatalf("summary: %d records, %d forwarded, lag %d, %s; want %d, all forwarded, 0, done", s.Records, s.ForwardedRecords, s.Lag, s.Reason, parts*per)
 	}
+	// 48 new partitions are more than the burst waits to be served before it starts: each
+	// partition's first batch waits for its own (servedWatch), so the target refused none.
+	if s.ResentBatches != 0 {
+		t.Errorf("%d batches sent again, want 0: the first batches went to partitions not yet served", s.ResentBatches)
+	}
 	want := sourceRecords(t, src, topic)
 	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
 	testkit.AssertSameRecords(t, want, got)
@@ -332,6 +339,63 @@ func TestForwardSmallBudget(t *testing.T) {
 	for p := range int32(parts) {
 		if pos[TP{topic, p}] != per-1 {
 			t.Errorf("position of %s-%d = %d, want %d", topic, p, pos[TP{topic, p}], per-1)
+		}
+	}
+}
+
+// TestLanesGatherWhileBusy: a lane has at most laneRequests requests out at a broker, and the
+// calls that queue meanwhile leave together in the next request, within its byte bound.
+func TestLanesGatherWhileBusy(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	release := make(chan struct{})
+	sent := make(chan []*laneCall, 100)
+	var out, most atomic.Int32
+	var l lanes
+	l.start(ctx, func(ctx context.Context, _ int32, calls []*laneCall) {
+		if n := out.Add(1); n > most.Load() {
+			most.Store(n)
+		}
+		sent <- calls
+		<-release
+		out.Add(-1)
+		for _, c := range calls {
+			c.done <- laneAnswer{}
+		}
+	}, func(*laneCall) int { return 100 }, 1000)
+	const calls = 2*laneRequests + 25 // the first requests hold one call each, the rest wait
+	for i := range calls {
+		c := &laneCall{offset: int64(i), done: make(chan laneAnswer, 1)}
+		if !l.submit(ctx, 7, c) {
+			t.Fatal("submit refused")
+		}
+		if i < laneRequests {
+			<-sent // out before the next call comes
+		}
+	}
+	deadline := time.After(30 * time.Second)
+	var sizes []int
+	for total := laneRequests; total < calls; {
+		select {
+		case release <- struct{}{}:
+		case got := <-sent:
+			sizes = append(sizes, len(got))
+			total += len(got)
+		case <-deadline:
+			t.Fatalf("requests so far %v, want %d calls in all", sizes, calls)
+		}
+	}
+	close(release)
+	if most.Load() > laneRequests {
+		t.Errorf("%d requests out at once, want at most %d", most.Load(), laneRequests)
+	}
+	// 25+laneRequests calls queued behind the first requests: they leave 10 at a time (1000
+	// bytes of 100 each), not one by one.
+	if len(sizes) > 5 {
+		t.Errorf("queued calls left in requests of %v, want at most 5 requests of up to 10", sizes)
+	}
+	for _, n := range sizes {
+		if n > 10 {
+			t.Errorf("a request of %d calls (%d bytes), over the lane's 1000 bytes", n, 100*n)
 		}
 	}
 }

@@ -416,7 +416,7 @@ func (e *Engine) configChanges(src, tgt []topicConfig) []ConfigChange {
 
 // applyTargets executes the remote topic part of a plan: grows, then creates (in one request
 // with other concurrent callers, waiting until the topics are usable), then config changes.
-func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) error {
+func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan, awaitServed bool) error {
 	var news []cluster.NewTopic
 	var created []string
 	for _, tp := range plans {
@@ -447,7 +447,9 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) error {
 		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
 			return err
 		}
-		e.awaitServing(ctx, news)
+		if awaitServed {
+			e.awaitServing(ctx, news)
+		}
 	}
 	for _, tp := range plans {
 		if len(tp.ConfigChanges) == 0 {

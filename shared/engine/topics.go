@@ -74,17 +74,18 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
-	return e.prepareTargets(ctx, topics)
+	return e.prepareTargets(ctx, topics, true)
 }
 
 // prepareTargets is PrepareTargets after the budget check: the remote topic part of the plan,
-// computed then executed.
-func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) error {
+// computed then executed. awaitServed: wait (briefly, see awaitServing) for new partitions to
+// be served.
+func (e *Engine) prepareTargets(ctx context.Context, topics []Topic, awaitServed bool) error {
 	plans, _, err := e.planTargets(ctx, topics)
 	if err != nil {
 		return err
 	}
-	return e.applyTargets(ctx, plans)
+	return e.applyTargets(ctx, plans, awaitServed)
 }
 
 // topicConfig is one entry of a DescribeConfigs answer.
