@@ -120,6 +120,11 @@ type fwdPartition struct {
 	fetchMax int32
 }
 
+// remoteKey names p's remote partition.
+func (p *fwdPartition) remoteKey() servedKey {
+	return servedKey{p.st.w.remote, p.st.w.tp.Partition}
+}
+
 // fwdItem is a fetched batch on its way to the produce side: a data batch to produce, or a
 // control batch (transaction marker) that only moves the position.
 type fwdItem struct {
@@ -170,7 +175,11 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 	}
 	f.fetches.start(stopCtx, f.sendFetch, func(call *laneCall) int { return int(call.p.fetchMax) }, maxRequestBytes)
 	f.produces.start(c.writeCtx, f.sendProduce, func(call *laneCall) int { return len(call.batch) }, maxRequestBytes)
-	f.served.watch(parts) // checked while the first fetches run
+	leaders := make(map[servedKey]int32, len(parts))
+	for _, p := range parts {
+		leaders[p.remoteKey()] = p.dstLeader
+	}
+	f.served.watch(leaders) // checked while the first fetches run
 	go f.served.run(stopCtx)
 	var wg sync.WaitGroup
 	for _, p := range parts {
@@ -234,7 +243,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwarder, []*fwdPartition, error) {
 	e := c.e
 	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
-	f.served = newServedWatch(f)
+	f.served = newServedWatch(e)
 	codec, err := producerCodec(c.prod)
 	if err != nil {
 		return nil, nil, err
@@ -686,7 +695,9 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			// Checked while the first fetch ran, for every partition at once: a new topic's
 			// partitions are refused for a while after their leader is named.
 			p.served = true
-			if err := f.served.wait(st.ctx, p, false, servedWait); err != nil {
+			if l, err := f.served.wait(st.ctx, p.remoteKey(), p.dstLeader, false, servedWait); err == nil {
+				p.dstLeader = l
+			} else {
 				e := f.c.e
 				e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
 			}
@@ -741,7 +752,10 @@ func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.
 		base = a.base
 		return err
 	}, func(ctx context.Context) {
-		_ = f.served.wait(ctx, p, true, forwardBackoff[1]) // the next try says what is wrong if the wait did not end well
+		// The next try says what is wrong if the wait did not end well.
+		if l, err := f.served.wait(ctx, p.remoteKey(), -1, true, forwardBackoff[1]); err == nil {
+			p.dstLeader = l
+		}
 	})
 	return base, tries, err
 }

@@ -399,3 +399,32 @@ func TestLanesGatherWhileBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordPathIntoUnservedPartitions: on the record path, a burst that creates more new
+// partitions than it waits to be served (awaitServing) writes into them as they come, its
+// producer retrying the refused batches: all records arrive byte for byte, at their offsets,
+// and every position is stored.
+func TestRecordPathIntoUnservedPartitions(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	const parts, per = 40, 50
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "held"), parts, nil)
+	produceWith(t, src, kgo.NoCompression(), 10, testkit.SampleRecords(topic, parts, parts*per))
+
+	f := newFlow(t, topic)
+	f.opts.DecodeRecords = true // the record path only
+	s, err := f.engine().Burst(testkit.Context(t, 2*time.Minute), BurstOptions{})
+	if err != nil {
+		t.Fatalf("burst: %v", err)
+	}
+	if s.Records != parts*per || s.ForwardedRecords != 0 || s.Lag != 0 || s.Reason != ReasonDone {
+		t.Fatalf("summary: %d records, %d forwarded, lag %d, %s; want %d, none forwarded, 0, done", s.Records, s.ForwardedRecords, s.Lag, s.Reason, parts*per)
+	}
+	testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	pos := f.positions()
+	for p := range int32(parts) {
+		if pos[TP{topic, p}] != per-1 {
+			t.Errorf("position of %s-%d = %d, want %d", topic, p, pos[TP{topic, p}], per-1)
+		}
+	}
+}

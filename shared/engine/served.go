@@ -15,38 +15,46 @@ import (
 // rules); a retry waits at most the longest backoff between retries (forwardBackoff).
 const servedWait = 10 * time.Second
 
-// servedWatch tells forwarded partitions when the leader of their remote partition serves it:
-// the leader in the target's metadata answers a ListOffsets request for it. A KRaft broker
-// names a new partition's leader some milliseconds before it accepts writes to it, and a batch
-// sent in between is refused whole (NOT_LEADER_OR_FOLLOWER): on 50 new topics, half the bytes
-// the forwarder sent were such refused batches, each retry also a metadata request of its own.
-// The watch checks every waiting partition together, one metadata request and one ListOffsets
-// request per leader per check, every few milliseconds while any waits.
+// servedKey names a remote partition.
+type servedKey struct {
+	topic     string
+	partition int32
+}
+
+// servedWatch tells when the leader of a remote partition serves it: the leader in the
+// target's metadata answers a ListOffsets request for it. A KRaft broker names a new
+// partition's leader some milliseconds before it accepts writes to it, and a batch sent in
+// between is refused whole (NOT_LEADER_OR_FOLLOWER): on 50 new topics, half the bytes the
+// forwarder sent were such refused batches, each retry also a metadata request of its own.
+// The watch checks every waiting partition together, one ListOffsets request per leader per
+// check (and a metadata request when a leader is not known or may have moved), every few
+// milliseconds while any waits.
 type servedWatch struct {
-	f       *forwarder
+	e       *Engine
 	mu      sync.Mutex
-	entries map[*fwdPartition]*servedEntry
+	entries map[servedKey]*servedEntry
 	kick    chan struct{}
 }
 
-// servedEntry is one partition's wait: ch is closed once it was seen served. leader is the
-// broker to ask, -1 until metadata names one.
+// servedEntry is one partition's wait: ch is closed once it was seen served, by leader.
+// leader is the broker to ask until then, -1 until metadata names one.
 type servedEntry struct {
 	ch     chan struct{}
 	done   bool
 	leader int32
 }
 
-func newServedWatch(f *forwarder) *servedWatch {
-	return &servedWatch{f: f, entries: map[*fwdPartition]*servedEntry{}, kick: make(chan struct{}, 1)}
+func newServedWatch(e *Engine) *servedWatch {
+	return &servedWatch{e: e, entries: map[servedKey]*servedEntry{}, kick: make(chan struct{}, 1)}
 }
 
-// watch starts checking ps, for waits to come.
-func (w *servedWatch) watch(ps []*fwdPartition) {
+// watch starts checking the partitions of leaders (a leader to ask first each, or -1), for
+// waits to come.
+func (w *servedWatch) watch(leaders map[servedKey]int32) {
 	w.mu.Lock()
-	for _, p := range ps {
-		if w.entries[p] == nil {
-			w.entries[p] = &servedEntry{ch: make(chan struct{}), leader: p.dstLeader}
+	for k, l := range leaders {
+		if w.entries[k] == nil {
+			w.entries[k] = &servedEntry{ch: make(chan struct{}), leader: l}
 		}
 	}
 	w.mu.Unlock()
@@ -60,19 +68,20 @@ func (w *servedWatch) poke() {
 	}
 }
 
-// wait returns once p's remote partition was seen served (p.dstLeader then names the leader
-// that served it), or an error if ctx ended or limit passed first. again asks for a new check
-// after a refused write, rather than the one watch or an earlier wait asked for.
-func (w *servedWatch) wait(ctx context.Context, p *fwdPartition, again bool, limit time.Duration) error {
+// wait returns the leader that served k once k was seen served, or an error if ctx ended or
+// limit passed first. leader is the broker to ask if k is not watched yet (-1: look it up).
+// again asks for a new check after a refused write, rather than the one watch or an earlier
+// wait asked for, and looks the leader up again.
+func (w *servedWatch) wait(ctx context.Context, k servedKey, leader int32, again bool, limit time.Duration) (int32, error) {
 	w.mu.Lock()
-	e := w.entries[p]
+	e := w.entries[k]
 	switch {
 	case e == nil:
-		e = &servedEntry{ch: make(chan struct{}), leader: p.dstLeader}
-		w.entries[p] = e
+		e = &servedEntry{ch: make(chan struct{}), leader: leader}
+		w.entries[k] = e
 	case again && e.done:
 		e = &servedEntry{ch: make(chan struct{}), leader: -1} // the leader may have moved
-		w.entries[p] = e
+		w.entries[k] = e
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -80,21 +89,23 @@ func (w *servedWatch) wait(ctx context.Context, p *fwdPartition, again bool, lim
 	defer t.Stop()
 	select {
 	case <-e.ch:
-		return nil
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return e.leader, nil
 	case <-ctx.Done():
-		w.forget(p, e)
-		return ctx.Err()
+		w.forget(k, e)
+		return -1, ctx.Err()
 	case <-t.C:
-		w.forget(p, e)
-		return fmt.Errorf("partition %d of %q not served by a leader within %s", p.st.w.tp.Partition, p.st.w.remote, limit)
+		w.forget(k, e)
+		return -1, fmt.Errorf("partition %d of %q not served by a leader within %s", k.partition, k.topic, limit)
 	}
 }
 
-// forget stops the wait e of a waiter that gave up: p.dstLeader is not written after it.
-func (w *servedWatch) forget(p *fwdPartition, e *servedEntry) {
+// forget stops the wait e of a waiter that gave up.
+func (w *servedWatch) forget(k servedKey, e *servedEntry) {
 	w.mu.Lock()
-	if w.entries[p] == e && !e.done {
-		delete(w.entries, p)
+	if w.entries[k] == e && !e.done {
+		delete(w.entries, k)
 	}
 	w.mu.Unlock()
 }
@@ -137,106 +148,99 @@ func (w *servedWatch) run(ctx context.Context) {
 // leader from the target's metadata first (a new partition's leader is named before it serves
 // it, so refusals do not mean the metadata is stale).
 func (w *servedWatch) check(ctx context.Context, refresh bool) {
-	type key struct {
-		topic     string
-		partition int32
-	}
 	w.mu.Lock()
 	var topics []string
 	seen := map[string]bool{}
-	waiting := map[*fwdPartition]*servedEntry{}
-	for p, e := range w.entries {
+	waiting := map[servedKey]*servedEntry{}
+	for k, e := range w.entries {
 		if e.done {
 			continue
 		}
-		waiting[p] = e
-		if (refresh || e.leader < 0) && !seen[p.st.w.remote] {
-			seen[p.st.w.remote] = true
-			topics = append(topics, p.st.w.remote)
+		waiting[k] = e
+		if (refresh || e.leader < 0) && !seen[k.topic] {
+			seen[k.topic] = true
+			topics = append(topics, k.topic)
 		}
 	}
 	w.mu.Unlock()
 	if len(waiting) == 0 {
 		return
 	}
-	leaders := map[*fwdPartition]int32{}
+	leaders := map[servedKey]int32{}
 	if len(topics) > 0 {
-		md, err := w.f.c.e.tgtAdm.Metadata(ctx, topics...)
+		md, err := w.e.tgtAdm.Metadata(ctx, topics...)
 		if err != nil {
 			return // the next check asks again
 		}
-		for p := range waiting {
-			if pd, ok := md.Topics[p.st.w.remote].Partitions[p.st.w.tp.Partition]; ok && pd.Err == nil && pd.Leader >= 0 {
-				leaders[p] = pd.Leader
+		for k := range waiting {
+			if pd, ok := md.Topics[k.topic].Partitions[k.partition]; ok && pd.Err == nil && pd.Leader >= 0 {
+				leaders[k] = pd.Leader
 			}
 		}
 	}
-	byLeader := map[int32]map[key]*fwdPartition{}
+	byLeader := map[int32][]servedKey{}
 	w.mu.Lock()
-	for p, e := range waiting {
-		if l, ok := leaders[p]; ok {
+	for k, e := range waiting {
+		if l, ok := leaders[k]; ok {
 			e.leader = l
 		}
-		if e.leader < 0 {
-			continue
+		if e.leader >= 0 {
+			byLeader[e.leader] = append(byLeader[e.leader], k)
 		}
-		if byLeader[e.leader] == nil {
-			byLeader[e.leader] = map[key]*fwdPartition{}
-		}
-		byLeader[e.leader][key{p.st.w.remote, p.st.w.tp.Partition}] = p
 	}
 	w.mu.Unlock()
 	var wg sync.WaitGroup
-	for leader, led := range byLeader {
-		wg.Go(func() {
-			req := kmsg.NewPtrListOffsetsRequest()
-			idx := map[string]int{}
-			for k := range led {
-				i, ok := idx[k.topic]
-				if !ok {
-					i = len(req.Topics)
-					idx[k.topic] = i
-					rt := kmsg.NewListOffsetsRequestTopic()
-					rt.Topic = k.topic
-					req.Topics = append(req.Topics, rt)
-				}
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition, rp.Timestamp = k.partition, -1
-				req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-			}
-			resp, err := req.RequestWith(ctx, w.f.c.e.tgt.Broker(int(leader)))
-			if err != nil {
-				return
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			for _, rt := range resp.Topics {
-				for _, rp := range rt.Partitions {
-					p := led[key{rt.Topic, rp.Partition}]
-					if p == nil || kerr.ErrorForCode(rp.ErrorCode) != nil {
-						continue
-					}
-					if e := w.entries[p]; e != nil && !e.done {
-						p.dstLeader = leader // read by p's produce side once e.ch is closed
-						e.done = true
-						close(e.ch)
-					}
-				}
-			}
-		})
+	for leader, keys := range byLeader {
+		wg.Go(func() { w.ask(ctx, leader, keys, waiting) })
 	}
 	wg.Wait()
 }
 
-// pending lists the partitions waiting to be seen served.
-func (w *servedWatch) pending() []*fwdPartition {
+// ask sends leader one ListOffsets request for keys and releases those it answered.
+func (w *servedWatch) ask(ctx context.Context, leader int32, keys []servedKey, waiting map[servedKey]*servedEntry) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	idx := map[string]int{}
+	for _, k := range keys {
+		i, ok := idx[k.topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[k.topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = k.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = k.partition, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := req.RequestWith(ctx, w.e.tgt.Broker(int(leader)))
+	if err != nil {
+		return
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	var ps []*fwdPartition
-	for p, e := range w.entries {
-		if !e.done {
-			ps = append(ps, p)
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			k := servedKey{rt.Topic, rp.Partition}
+			e := waiting[k]
+			if e == nil || w.entries[k] != e || e.done || kerr.ErrorForCode(rp.ErrorCode) != nil {
+				continue
+			}
+			e.leader, e.done = leader, true
+			close(e.ch)
 		}
 	}
-	return ps
+	w.mu.Unlock()
+}
+
+// pending lists the partitions waiting to be seen served.
+func (w *servedWatch) pending() []servedKey {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ks []servedKey
+	for k, e := range w.entries {
+		if !e.done {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
