@@ -244,30 +244,50 @@ func serving(ctx context.Context, cl *kgo.Client, topics []string) (bool, error)
 		}
 	}
 	for leader, led := range byLeader {
-		req := kmsg.NewPtrListOffsetsRequest()
-		for topic, parts := range led {
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = topic
-			for _, p := range parts {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition, rp.Timestamp = p, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
-		}
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		errs, err := ServedBy(ctx, cl, leader, led)
 		if err != nil {
 			return false, err
 		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return false, fmt.Errorf("topic %q partition %d: %w", t.Topic, p.Partition, err)
+		for topic, ps := range errs {
+			for p, err := range ps {
+				if err != nil {
+					return false, fmt.Errorf("topic %q partition %d: %w", topic, p, err)
 				}
 			}
 		}
 	}
 	return true, nil
+}
+
+// ServedBy asks leader once, without retries, for the end offsets of parts (partitions by
+// topic) and returns each answered partition's error: nil where leader serves it. A partition
+// missing from the answer is missing from the result. err is the request's.
+func ServedBy(ctx context.Context, cl *kgo.Client, leader int32, parts map[string][]int32) (map[string]map[int32]error, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	for topic, ps := range parts {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[int32]error, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if out[t.Topic] == nil {
+			out[t.Topic] = make(map[int32]error, len(t.Partitions))
+		}
+		for _, p := range t.Partitions {
+			out[t.Topic][p.Partition] = kerr.ErrorForCode(p.ErrorCode)
+		}
+	}
+	return out, nil
 }
 
 // ListOffsets returns the start and end offsets of every partition of topics. With committed

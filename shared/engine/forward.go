@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -619,7 +618,7 @@ func (f *forwarder) fetchOnce(ctx context.Context, p *fwdPartition) ([]byte, err
 		out = a.records
 		return err
 	}, func(ctx context.Context) {
-		if l, ok := f.leader(ctx, f.c.e.srcAdm.Metadata, p.st.w.tp.Topic, p.st.w.tp.Partition); ok {
+		if l, ok := f.sourceLeader(ctx, p.st.w.tp.Topic, p.st.w.tp.Partition); ok {
 			p.srcLeader = l
 		}
 	})
@@ -698,8 +697,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			if l, err := f.served.wait(st.ctx, p.remoteKey(), p.dstLeader, false, servedWait); err == nil {
 				p.dstLeader = l
 			} else {
-				e := f.c.e
-				e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
+				f.c.e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
 			}
 		}
 		down, tries, err := f.produce(st.ctx, p, it.batch)
@@ -909,9 +907,10 @@ func retriable(err error) bool {
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// leader looks up the leader of topic's partition with meta (a kadm Metadata method).
-func (f *forwarder) leader(ctx context.Context, meta func(context.Context, ...string) (kadm.Metadata, error), topic string, partition int32) (int32, bool) {
-	md, err := meta(ctx, topic)
+// sourceLeader looks up the leader of the source topic's partition (the target's are the
+// served watch's).
+func (f *forwarder) sourceLeader(ctx context.Context, topic string, partition int32) (int32, bool) {
+	md, err := f.c.e.srcAdm.Metadata(ctx, topic)
 	if err != nil {
 		return 0, false
 	}

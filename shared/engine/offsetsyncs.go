@@ -63,7 +63,7 @@ func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEm
 	// A burst's syncs wait a little to travel together: the forwarder acknowledges a batch of
 	// hundreds of records at a time, and a request per sync or two was a third of the requests
 	// of a 50-topic copy. finish flushes without waiting for the linger.
-	opts := append(syncProducerOpts(), kgo.ProducerLinger(syncLinger))
+	opts := syncProducerOpts(syncLinger)
 	if inBackground {
 		opts = append(opts, kgo.UnknownTopicRetries(-1))
 	}
@@ -89,8 +89,9 @@ func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitt
 // (mirror serve) one does not wait: a request's syncs are awaited before it is answered.
 const syncLinger = 20 * time.Millisecond
 
-func syncProducerOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}
+// syncProducerOpts are an offset-syncs producer's options: partition 0 as given, linger.
+func syncProducerOpts(linger time.Duration) []kgo.Opt {
+	return []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(linger)}
 }
 
 // ensureSyncsTopic creates the offset-syncs topic if missing (nothing with

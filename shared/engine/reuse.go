@@ -149,7 +149,7 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 		r.syncsChecked = time.Now()
 	}
 	if r.syncCl == nil {
-		cl, err := e.dial(ctx, side, syncProducerOpts()...)
+		cl, err := e.dial(ctx, side, syncProducerOpts(0)...)
 		if err != nil {
 			return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 		}

@@ -6,8 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // servedWait bounds how long a forwarded partition's first batch waits for its remote
@@ -27,7 +26,7 @@ type servedKey struct {
 // between is refused whole (NOT_LEADER_OR_FOLLOWER): on 50 new topics, half the bytes the
 // forwarder sent were such refused batches, each retry also a metadata request of its own.
 // The watch checks every waiting partition together, one ListOffsets request per leader per
-// check (and a metadata request when a leader is not known or may have moved), every few
+// check (cluster.ServedBy) (and a metadata request when a leader is not known or may have moved), every few
 // milliseconds while any waits.
 type servedWatch struct {
 	e       *Engine
@@ -116,7 +115,7 @@ func (w *servedWatch) forget(k servedKey, e *servedEntry) {
 func (w *servedWatch) run(ctx context.Context) {
 	checks := 0
 	for {
-		n := len(w.pending())
+		n := w.waitingCount()
 		pause := 5 * time.Millisecond
 		switch {
 		case checks >= 100:
@@ -178,69 +177,53 @@ func (w *servedWatch) check(ctx context.Context, refresh bool) {
 			}
 		}
 	}
-	byLeader := map[int32][]servedKey{}
+	byLeader := map[int32]map[string][]int32{}
 	w.mu.Lock()
 	for k, e := range waiting {
 		if l, ok := leaders[k]; ok {
 			e.leader = l
 		}
-		if e.leader >= 0 {
-			byLeader[e.leader] = append(byLeader[e.leader], k)
+		if e.leader < 0 {
+			continue
 		}
+		if byLeader[e.leader] == nil {
+			byLeader[e.leader] = map[string][]int32{}
+		}
+		byLeader[e.leader][k.topic] = append(byLeader[e.leader][k.topic], k.partition)
 	}
 	w.mu.Unlock()
 	var wg sync.WaitGroup
-	for leader, keys := range byLeader {
-		wg.Go(func() { w.ask(ctx, leader, keys, waiting) })
+	for leader, parts := range byLeader {
+		wg.Go(func() {
+			errs, err := cluster.ServedBy(ctx, w.e.tgt, leader, parts)
+			if err != nil {
+				return // the next check asks again
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for topic, ps := range errs {
+				for p, err := range ps {
+					k := servedKey{topic, p}
+					if e := waiting[k]; err == nil && e != nil && w.entries[k] == e && !e.done {
+						e.leader, e.done = leader, true
+						close(e.ch)
+					}
+				}
+			}
+		})
 	}
 	wg.Wait()
 }
 
-// ask sends leader one ListOffsets request for keys and releases those it answered.
-func (w *servedWatch) ask(ctx context.Context, leader int32, keys []servedKey, waiting map[servedKey]*servedEntry) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	idx := map[string]int{}
-	for _, k := range keys {
-		i, ok := idx[k.topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[k.topic] = i
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = k.topic
-			req.Topics = append(req.Topics, rt)
-		}
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp = k.partition, -1
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
-	resp, err := req.RequestWith(ctx, w.e.tgt.Broker(int(leader)))
-	if err != nil {
-		return
-	}
-	w.mu.Lock()
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			k := servedKey{rt.Topic, rp.Partition}
-			e := waiting[k]
-			if e == nil || w.entries[k] != e || e.done || kerr.ErrorForCode(rp.ErrorCode) != nil {
-				continue
-			}
-			e.leader, e.done = leader, true
-			close(e.ch)
-		}
-	}
-	w.mu.Unlock()
-}
-
-// pending lists the partitions waiting to be seen served.
-func (w *servedWatch) pending() []servedKey {
+// waitingCount is how many partitions wait to be seen served.
+func (w *servedWatch) waitingCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var ks []servedKey
-	for k, e := range w.entries {
+	n := 0
+	for _, e := range w.entries {
 		if !e.done {
-			ks = append(ks, k)
+			n++
 		}
 	}
-	return ks
+	return n
 }
