@@ -141,9 +141,7 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
 		bo.Group = ""
 	}
-	// A burst that forwards batches does not wait for new partitions to be served before it
-	// starts: each partition's first batch waits for its own (servedWatch) while it is fetched.
-	prepare := func(ctx context.Context, forward bool) error { return e.prepareTargets(ctx, topics, !forward) }
+	prepare := func(ctx context.Context) ([]cluster.NewTopic, error) { return e.prepareTargets(ctx, topics) }
 	s, err := e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
 	e.syncTopicACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
 	return s, err
@@ -215,7 +213,7 @@ func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) 
 		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
 			return Topic{}, err
 		}
-		if err := e.prepareTargets(ctx, []Topic{t}, true); err != nil {
+		if err := e.prepareServed(ctx, []Topic{t}); err != nil {
 			return Topic{}, err
 		}
 		e.rememberPrepared(topic, t.Partitions)
@@ -230,7 +228,10 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 }
 
 // runWith plans and copies the given partitions. limit optionally lowers the end offset of
-// some. prepare, if not nil, readies the remote topics while the internal topics are checked.
+// some. prepare, if not nil, readies the remote topics while the internal topics are checked
+// and returns those it created. The partitions of new topics may not be served yet: a burst
+// that forwards batches starts at once (each partition's first batch waits for its own, see
+// servedWatch); one that copies record by record waits briefly for a few (awaitServing).
 // With reuse (CopyPartition) it uses the engine's long-lived producers and recent checks of
 // the internal topics instead of its own.
 //
@@ -239,7 +240,7 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 // the offsets topic behind them (its many partitions would otherwise hold up the remote
 // topics on the target broker); positions are written once it is ready. Exactly-once, group
 // and reuse runs read positions first, so they wait for it.
-func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(ctx context.Context, forward bool) error) (Summary, error) {
+func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(ctx context.Context) ([]cluster.NewTopic, error)) (Summary, error) {
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
@@ -258,6 +259,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		wg                   sync.WaitGroup
 		syncs                *syncEmitter
 		syncsErr, prepareErr error
+		created              []cluster.NewTopic
 		offsets              *pendingTopic
 		offsetsErr           error
 	)
@@ -268,7 +270,10 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	wg.Go(func() {
 		defer close(prepared)
 		if prepare != nil {
-			prepareErr = prepare(ctx, forward)
+			created, prepareErr = prepare(ctx)
+			if prepareErr == nil && !forward {
+				e.awaitServing(ctx, created)
+			}
 			readyMS = time.Since(start).Milliseconds()
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}

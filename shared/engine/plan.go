@@ -416,7 +416,8 @@ func (e *Engine) configChanges(src, tgt []topicConfig) []ConfigChange {
 
 // applyTargets executes the remote topic part of a plan: grows, then creates (in one request
 // with other concurrent callers, waiting until the topics are usable), then config changes.
-func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan, awaitServed bool) error {
+// It returns the topics it created: their partitions may not be served yet (awaitServing).
+func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) ([]cluster.NewTopic, error) {
 	var news []cluster.NewTopic
 	var created []string
 	for _, tp := range plans {
@@ -428,7 +429,7 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan, awaitServe
 				err = resp.Error()
 			}
 			if err != nil {
-				return fmt.Errorf("adding partitions to remote topic %q (%d -> %d): %w", tp.Remote, tp.TargetPartitions, tp.Partitions, err)
+				return nil, fmt.Errorf("adding partitions to remote topic %q (%d -> %d): %w", tp.Remote, tp.TargetPartitions, tp.Partitions, err)
 			}
 		case ActionCreate:
 			configs := tp.Configs
@@ -442,13 +443,10 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan, awaitServe
 	}
 	if len(news) > 0 {
 		if err := e.creates.create(ctx, e.tgt, news); err != nil {
-			return fmt.Errorf("creating remote topics: %w", err)
+			return nil, fmt.Errorf("creating remote topics: %w", err)
 		}
 		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
-			return err
-		}
-		if awaitServed {
-			e.awaitServing(ctx, news)
+			return nil, err
 		}
 	}
 	for _, tp := range plans {
@@ -472,10 +470,10 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan, awaitServe
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("syncing configs of remote topic %q: %w", tp.Remote, err)
+			return nil, fmt.Errorf("syncing configs of remote topic %q: %w", tp.Remote, err)
 		}
 	}
-	return nil
+	return news, nil
 }
 
 // partitionsOf lists the partitions of topics and maps each source topic to its remote topic.

@@ -296,7 +296,7 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		// Nothing to create: check it beside the remote topics.
 		wg.Go(func() { _, offsetErr = ready() })
 	}
-	err = e.prepareTargets(ctx, topics, true)
+	err = e.prepareServed(ctx, topics)
 	wg.Wait()
 	if err = errors.Join(err, syncErr, offsetErr); err != nil {
 		return err

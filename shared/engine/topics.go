@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -74,18 +75,28 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 	if err := e.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
-	return e.prepareTargets(ctx, topics, true)
+	return e.prepareServed(ctx, topics)
+}
+
+// prepareServed is prepareTargets followed by a brief wait for the new partitions to be
+// served (awaitServing).
+func (e *Engine) prepareServed(ctx context.Context, topics []Topic) error {
+	news, err := e.prepareTargets(ctx, topics)
+	if err == nil {
+		e.awaitServing(ctx, news)
+	}
+	return err
 }
 
 // prepareTargets is PrepareTargets after the budget check: the remote topic part of the plan,
-// computed then executed. awaitServed: wait (briefly, see awaitServing) for new partitions to
-// be served.
-func (e *Engine) prepareTargets(ctx context.Context, topics []Topic, awaitServed bool) error {
+// computed then executed. It returns the topics it created, whose partitions the target may
+// not serve yet (awaitServing).
+func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) ([]cluster.NewTopic, error) {
 	plans, _, err := e.planTargets(ctx, topics)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return e.applyTargets(ctx, plans, awaitServed)
+	return e.applyTargets(ctx, plans)
 }
 
 // topicConfig is one entry of a DescribeConfigs answer.
