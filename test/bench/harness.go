@@ -22,6 +22,17 @@ import (
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
+// The bench's two clusters (kafka.sh names: their state is under MM2GO_KAFKA_HOME/NAME).
+const (
+	sourceCluster = "bench-source"
+	targetCluster = "bench-target"
+)
+
+// fileDeleteDelay is the brokers' file.delete.delay.ms in a bench run (Kafka's default is a
+// minute): a deleted copy's files go a second after the broker set them aside, so that
+// deleteTopics can wait for them before the next contender starts.
+const fileDeleteDelay = "file.delete.delay.ms=1000"
+
 // harness runs the clusters and the contenders of one bench run.
 type harness struct {
 	root, home, mirrorBin string
@@ -57,7 +68,7 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	start := func(name string, port int) error {
 		var err error
 		for attempt := 0; attempt < 8; attempt++ {
-			if err = h.kafka(ctx, "start", name, strconv.Itoa(port)); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
+			if err = h.kafka(ctx, "start", name, strconv.Itoa(port), fileDeleteDelay); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
 				return err
 			}
 			h.logger.Warn("cluster port in use, retrying", "cluster", name, "port", port)
@@ -66,8 +77,8 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 		}
 		return err
 	}
-	go func() { errs <- start("bench-source", srcPort) }()
-	go func() { errs <- start("bench-target", tgtPort) }()
+	go func() { errs <- start(sourceCluster, srcPort) }()
+	go func() { errs <- start(targetCluster, tgtPort) }()
 	if err := errors.Join(<-errs, <-errs); err != nil {
 		h.stopClusters()
 		return err
@@ -96,8 +107,8 @@ func (h *harness) stopClusters() {
 	h.clients = nil
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = h.kafka(ctx, "stop", "bench-source")
-	_ = h.kafka(ctx, "stop", "bench-target")
+	_ = h.kafka(ctx, "stop", sourceCluster)
+	_ = h.kafka(ctx, "stop", targetCluster)
 }
 
 // javaTool runs a Kafka tool class from the harness jars and returns its stdout.

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -182,8 +184,17 @@ func (h *harness) waitTopics(ctx context.Context, topics []string) error {
 	}
 }
 
-// deleteTopics deletes topics on a cluster, 100 per request, logging what fails.
-func (h *harness) deleteTopics(ctx context.Context, adm *kadm.Client, topics []string) {
+// deleteTopics deletes topics on a cluster (sourceCluster or targetCluster), 100 per
+// request, logging what fails, and waits until the broker has removed their partitions'
+// files. A broker deleting a copy of 1,000 partitions works for seconds, and the next
+// contender paid for it: its own new topics were served only after the deletion, and it
+// shared the brokers' cores with it (the bench's first record on 1,000 partitions was 1 s,
+// most of it "topics ready").
+func (h *harness) deleteTopics(ctx context.Context, name string, topics []string) {
+	adm := h.srcAdm
+	if name == targetCluster {
+		adm = h.tgtAdm
+	}
 	for i := 0; i < len(topics); i += 100 {
 		resp, err := adm.DeleteTopics(ctx, topics[i:min(i+100, len(topics))]...)
 		if err == nil {
@@ -193,4 +204,55 @@ func (h *harness) deleteTopics(ctx context.Context, adm *kadm.Client, topics []s
 			h.logger.Warn("deleting bench topics", "first", topics[i], "err", err)
 		}
 	}
+	h.awaitFilesGone(ctx, name, topics)
+}
+
+// awaitFilesGone waits, at most two minutes, until the data directory of cluster name holds
+// no partition directory of topics (a partition being deleted is renamed to
+// TOPIC-PARTITION.ID-delete, then removed after fileDeleteDelay).
+func (h *harness) awaitFilesGone(ctx context.Context, name string, topics []string) {
+	dir := filepath.Join(h.home, name, "data")
+	gone := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		gone[t] = true
+	}
+	start := time.Now()
+	for {
+		left := partitionDirs(dir, gone)
+		if left == 0 {
+			h.logger.Debug("deleted topics' files gone", "cluster", name, "topics", len(topics), "waited", time.Since(start).Round(time.Millisecond).String())
+			return
+		}
+		if time.Since(start) > 2*time.Minute {
+			h.logger.Warn("deleted topics' files still on disk; going on", "cluster", name, "partitions", left)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// partitionDirs counts the partition directories in dir (live, or set aside for deletion) of
+// the topics in set.
+func partitionDirs(dir string, set map[string]bool) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		base := e.Name()
+		if strings.HasSuffix(base, "-delete") {
+			if i := strings.LastIndexByte(base, '.'); i > 0 {
+				base = base[:i]
+			}
+		}
+		if i := strings.LastIndexByte(base, '-'); i > 0 && set[base[:i]] {
+			n++
+		}
+	}
+	return n
 }

@@ -71,7 +71,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		topics[i] = fmt.Sprintf("b%s-%s-%d", stamp, strings.ToLower(w.Name), i)
 	}
 	if !opts.keepTopics {
-		defer h.deleteTopics(context.Background(), h.srcAdm, topics)
+		defer h.deleteTopics(context.Background(), sourceCluster, topics)
 	}
 	if err := h.seed(ctx, w, topics); err != nil {
 		return res, fmt.Errorf("seeding: %w", err)
@@ -145,7 +145,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 			c.Name, c.Mismatch = r.name, "run failed: "+err.Error()
 			h.logger.Error("contender failed", "workload", w.Name, "name", r.name, "err", err)
 			if !opts.keepTopics && len(c.remote) > 0 {
-				h.deleteTopics(ctx, h.tgtAdm, c.remote)
+				h.deleteTopics(ctx, targetCluster, c.remote)
 			}
 		} else {
 			h.check(ctx, w, topics, &c, opts)
@@ -173,7 +173,7 @@ func (h *harness) check(ctx context.Context, w workload, topics []string, c *con
 	}
 	c.TargetCompression = h.topicCompression(ctx, c.remote[0])
 	if !opts.keepTopics {
-		h.deleteTopics(ctx, h.tgtAdm, c.remote)
+		h.deleteTopics(ctx, targetCluster, c.remote)
 	}
 }
 
