@@ -28,10 +28,11 @@ const (
 	targetCluster = "bench-target"
 )
 
-// fileDeleteDelay is the brokers' file.delete.delay.ms in a bench run (Kafka's default is a
-// minute): a deleted copy's files go a second after the broker set them aside, so that
-// deleteTopics can wait for them before the next contender starts.
-const fileDeleteDelay = "file.delete.delay.ms=1000"
+// fileDeleteDelay is the brokers' log.segment.delete.delay.ms (a topic's file.delete.delay.ms)
+// in a bench run (Kafka's default is a minute): a deleted copy's files go a second after the
+// broker set them aside, so that deleteTopics can wait for them before the next contender
+// starts.
+const fileDeleteDelay = "log.segment.delete.delay.ms=1000"
 
 // harness runs the clusters and the contenders of one bench run.
 type harness struct {
