@@ -22,13 +22,15 @@ func TestPartitionDirs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "meta.properties"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := partitionDirs(dir, map[string]bool{"gosrc.b1-x-1": true}); got != 2 {
-		t.Errorf("partitionDirs(gosrc.b1-x-1) = %d, want 2", got)
+	if got, err := partitionDirs(dir, map[string]bool{"gosrc.b1-x-1": true}); got != 2 || err != nil {
+		t.Errorf("partitionDirs(gosrc.b1-x-1) = %d, %v, want 2, nil", got, err)
 	}
-	if got := partitionDirs(dir, map[string]bool{"gosrc.b1-x-10": true, "gosrc.b1-x-2": true}); got != 1 {
-		t.Errorf("partitionDirs(gosrc.b1-x-10, gosrc.b1-x-2) = %d, want 1", got)
+	if got, err := partitionDirs(dir, map[string]bool{"gosrc.b1-x-10": true, "gosrc.b1-x-2": true}); got != 1 || err != nil {
+		t.Errorf("partitionDirs(gosrc.b1-x-10, gosrc.b1-x-2) = %d, %v, want 1, nil", got, err)
 	}
-	if got := partitionDirs(filepath.Join(dir, "missing"), map[string]bool{"gosrc.b1-x-1": true}); got != 0 {
-		t.Errorf("partitionDirs(missing dir) = %d, want 0", got)
+	// A directory that cannot be read is an error, not "nothing left": the harness would stop
+	// waiting for deletions without a word.
+	if got, err := partitionDirs(filepath.Join(dir, "missing"), map[string]bool{"gosrc.b1-x-1": true}); got != 0 || err == nil {
+		t.Errorf("partitionDirs(missing dir) = %d, %v, want 0 and an error", got, err)
 	}
 }
