@@ -148,22 +148,35 @@ func CreateTopic(t testing.TB, bootstrap, name string, partitions int32, configs
 	// that metadata a moment later. Wait until its metadata lists every partition with a
 	// leader, so the code under test never races the topic's appearance. (A direct request:
 	// kadm's Metadata may answer from franz-go's cache, stale for up to 5 s.)
-	cl := Client(t, bootstrap)
+	if !waitLed(ctx, Client(t, bootstrap), name, partitions, false) {
+		t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, ctx.Err())
+	}
+	return name
+}
+
+// waitLed waits until the broker's metadata lists at least partitions partitions of topic,
+// every one with a leader, and reports whether it did before ctx ended. With ifExists, a topic
+// the broker does not know ends the wait at once (true). (A direct request: kadm's Metadata
+// may answer from franz-go's cache, stale for up to 5 s.)
+func waitLed(ctx context.Context, cl *kgo.Client, topic string, partitions int32, ifExists bool) bool {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(name)
+	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	for {
 		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatalf("describing new topic %s on %s: %v", name, bootstrap, err)
-		}
-		if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && int32(len(resp.Topics[0].Partitions)) == partitions && allLed(resp.Topics[0]) {
-			return name
+		if err == nil && len(resp.Topics) == 1 {
+			tm := resp.Topics[0]
+			if ifExists && tm.ErrorCode != 0 {
+				return true
+			}
+			if tm.ErrorCode == 0 && int32(len(tm.Partitions)) >= partitions && allLed(tm) {
+				return true
+			}
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, ctx.Err())
+			return false
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -199,6 +212,18 @@ func Produce(t testing.TB, bootstrap string, recs ...*kgo.Record) []*kgo.Record 
 	t.Helper()
 	cl := Client(t, bootstrap, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := Context(t, 60*time.Second)
+	// A topic grown a moment ago (UpdatePartitions) is listed with its new partitions only
+	// once the broker applied the change; a record for one of them before that fails at once
+	// ("invalid record partitioning choice").
+	need := map[string]int32{}
+	for _, r := range recs {
+		need[r.Topic] = max(need[r.Topic], r.Partition+1)
+	}
+	for topic, n := range need {
+		if !waitLed(ctx, cl, topic, n, true) {
+			t.Fatalf("producing to %s on %s: partition %d not listed with a leader: %v", topic, bootstrap, n-1, ctx.Err())
+		}
+	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("producing %d records to %s: %v", len(recs), bootstrap, err)
 	}
