@@ -36,6 +36,12 @@ type faultBroker struct {
 	lib       string
 }
 
+// faultBrokerProps are the fault clusters' settings beyond kafka.sh's defaults. A quota's rate
+// is measured over at least (quota.window.num - 1) windows: with the default 11 one-second
+// windows a burst of a few megabytes is never throttled; with 2, a quota (throttleProducers)
+// holds from the first second.
+var faultBrokerProps = []string{"quota.window.num=2", "quota.window.size.seconds=1"}
+
 // faultClusters is the fault tests' source and target, one pair per package run: started by
 // the first test that asks for them (faultPair) and stopped by TestMain. The fault tests hang
 // and restart them, so they run one after another (never t.Parallel), each getting the pair
@@ -53,7 +59,7 @@ func faultPair(t *testing.T) (src, tgt *faultBroker) {
 	fc := &faultClusters
 	fc.once.Do(func() {
 		start := func(n string) *faultBroker {
-			eb := testkit.StartLongLivedBroker(t, c, "fault-"+n+"-", 3, func(int) []string { return nil })
+			eb := testkit.StartLongLivedBroker(t, c, "fault-"+n+"-", 3, func(int) []string { return faultBrokerProps })
 			return &faultBroker{eb: eb, name: eb.Name, bootstrap: eb.Plain, home: eb.Home, lib: c.KafkaLib}
 		}
 		src := start("src")
@@ -112,7 +118,7 @@ func (b *faultBroker) freshTarget(t *testing.T) {
 	if _, err := b.run("stop", b.name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.run("start", b.name, strconv.Itoa(b.eb.Base)); err != nil {
+	if _, err := b.run(append([]string{"start", b.name, strconv.Itoa(b.eb.Base)}, faultBrokerProps...)...); err != nil {
 		t.Fatal(err)
 	}
 	b.heal(t)
@@ -343,6 +349,32 @@ func commitGroupOffset(t *testing.T, bootstrap, group, topic string, at int64) {
 	}
 }
 
+// throttleProducers sets a produce quota of bytesPerSecond on b for every client (the default
+// user's, which the clients of a plaintext listener share) until the test ends: a burst then
+// lasts seconds on any machine, so that a fault injected once it has started always meets it.
+func throttleProducers(t *testing.T, b *faultBroker, bytesPerSecond float64) {
+	t.Helper()
+	alter := func(remove bool) error {
+		res, err := testkit.Admin(t, b.bootstrap).AlterClientQuotas(testkit.Context(t, 30*time.Second), []kadm.AlterClientQuotaEntry{{
+			Entity: kadm.ClientQuotaEntity{{Type: "user"}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: bytesPerSecond, Remove: remove}},
+		}})
+		if err == nil && len(res) > 0 {
+			err = res[0].Err
+		}
+		return err
+	}
+	if err := alter(false); err != nil {
+		t.Fatalf("setting a produce quota on %s: %v", b.name, err)
+	}
+	t.Cleanup(func() {
+		b.heal(t)
+		if err := alter(true); err != nil {
+			t.Errorf("removing the produce quota on %s: %v", b.name, err)
+		}
+	})
+}
+
 // countKeys reads topic (read_committed when committed) and returns how many records it holds
 // and how many distinct keys.
 func countKeys(t testing.TB, bootstrap, topic string, committed bool) (records, distinct int) {
@@ -376,12 +408,11 @@ func TestFaultsMirrorRun(t *testing.T) {
 	} {
 		side := map[*faultBroker]string{tgt: "target", src: "source"}[tc.b]
 		t.Run(fmt.Sprintf("%s_%s_exactly_once=%v", side, tc.f.name, tc.eos), func(t *testing.T) {
-			// A forwarding burst copies 60,000 records in some 0.3 s, over before a fault
-			// lands: the at-least-once cases copy more.
+			// Unthrottled, a burst copies these records (some 1.8 MB on the wire, snappy) in
+			// 0.15-0.3 s, over before the fault lands; at 256 KiB/s into the target it lasts
+			// some 7 s on any machine.
 			n := 60000
-			if !tc.eos {
-				n = 400000
-			}
+			throttleProducers(t, tgt, 256<<10)
 			topic := bigTopic(t, c, 4, n, 200)
 			remote := "source." + topic
 			// bigTopic's batches are franz-go's snappy ones: with the same codec on the target, an
