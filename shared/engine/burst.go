@@ -354,9 +354,6 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	c.earlyProd = early.prod
 	c.remote = remote
 	c.forward = forward
-	if !forward && !reuse && bo.Group == "" {
-		c.created = created
-	}
 	if reuse {
 		c.shareEngineBudget()
 	}

@@ -174,9 +174,6 @@ type copier struct {
 	offsets *pendingTopic
 	syncs   *syncEmitter
 	remote  map[string]string // source topic -> remote topic (group mode plans late)
-	// created lists the remote topics this burst created, whose partitions the record path
-	// holds until they are served (holdUnserved); set for plain record-path bursts only.
-	created []cluster.NewTopic
 
 	// states lists every partition this burst worked on (appended under posMu and mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
@@ -828,8 +825,6 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
 	var stall stallWatch
-	held := c.holdUnserved(stopCtx, cons, c.created)
-	c.created = nil // a reopened loop finds them served or resumed
 	for {
 		if group {
 			cons.AllowRebalance()
@@ -869,7 +864,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			// nothing either: that is ridden out within the burst's budget), and never while
 			// a burst group's assignment is still being planned.
 			c.mu.Lock()
-			waiting := group && !c.assigned || held.Load() > 0
+			waiting := group && !c.assigned
 			c.mu.Unlock()
 			if waiting {
 				stall.progress()

@@ -215,14 +215,6 @@ func (w *servedWatch) check(ctx context.Context, refresh bool) {
 	wg.Wait()
 }
 
-// served reports whether k, watched, was seen served.
-func (w *servedWatch) served(k servedKey) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e := w.entries[k]
-	return e != nil && e.done
-}
-
 // waitingCount is how many partitions wait to be seen served.
 func (w *servedWatch) waitingCount() int {
 	w.mu.Lock()
