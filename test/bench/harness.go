@@ -44,6 +44,18 @@ type harness struct {
 	source, target string
 	srcAdm, tgtAdm *kadm.Client
 	clients        []*kgo.Client
+	// round counts a workload's rounds (-rounds) from 0: every round after the first gives the
+	// contenders' flows new aliases (roundSuffix), so that none resumes the previous round's.
+	round int
+}
+
+// roundSuffix is what the current round adds to aliases, group and log names: nothing in the
+// first round, "-r2" in the second and so on.
+func (h *harness) roundSuffix() string {
+	if h.round == 0 {
+		return ""
+	}
+	return fmt.Sprintf("-r%d", h.round+1)
 }
 
 func (h *harness) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
@@ -331,8 +343,41 @@ type contender struct {
 	DispatcherRequests int64         `json:"dispatcher_requests,omitempty"`
 	DispatcherRPS      float64       `json:"dispatcher_requests_per_s,omitempty"`
 
+	// Rounds (-rounds above 1) is the spread of the contender's runs, of which this row is
+	// the median one.
+	Rounds *roundSpread `json:"rounds,omitempty"`
+
 	// remote are the target topics it wrote, in the order of the source topics.
 	remote []string
+}
+
+// roundSpread is what a contender's runs of a workload ranged over: done time, CPU per GB and
+// peak RSS of the runs whose copy matched, and how many failed.
+type roundSpread struct {
+	Runs          int           `json:"runs"`
+	Matched       int           `json:"matched"`
+	DoneMin       time.Duration `json:"done_min_ns"`
+	DoneMax       time.Duration `json:"done_max_ns"`
+	CPUPerGBMin   float64       `json:"cpu_s_per_gb_min"`
+	CPUPerGBMax   float64       `json:"cpu_s_per_gb_max"`
+	PeakRSSMaxKiB int64         `json:"peak_rss_max_kib"`
+	FirstFailure  string        `json:"first_failure,omitempty"`
+}
+
+// note describes the spread for the table's notes column ("" for a single run).
+func (s *roundSpread) note() string {
+	if s == nil || s.Runs < 2 {
+		return ""
+	}
+	n := fmt.Sprintf("%d rounds", s.Runs)
+	if s.Matched > 0 {
+		n = "median of " + n
+		n += fmt.Sprintf(" (done %s-%s, CPU %.1f-%.1f s/GB, peak RSS up to %s)", dur(s.DoneMin), dur(s.DoneMax), s.CPUPerGBMin, s.CPUPerGBMax, mib(s.PeakRSSMaxKiB))
+	}
+	if failed := s.Runs - s.Matched; failed > 0 {
+		n += fmt.Sprintf("; %d failed or differed, first: %s", failed, s.FirstFailure)
+	}
+	return n
 }
 
 // ok tells whether the contender ran and its copy matched the source.
@@ -515,8 +560,9 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 	if w.Compression != "" {
 		props += "target.producer.compression.type = " + w.Compression + "\n"
 	}
+	alias += h.roundSuffix()
 	props = strings.ReplaceAll(props, "source", alias)
-	dir := filepath.Join(h.home, name+"-"+w.Name)
+	dir := filepath.Join(h.home, name+"-"+w.Name+h.roundSuffix())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return contender{}, err
 	}
@@ -562,7 +608,7 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sourceAlias, targetAlias, logName string, args []string, extraEnv ...string) (*exec.Cmd, *os.File, []string, error) {
 	// Each workload is a flow of its own, internal topics included: the aliases carry its
 	// topics' prefix (run stamp and workload name).
-	prefix := strings.TrimSuffix(topics[0], "-0")
+	prefix := strings.TrimSuffix(topics[0], "-0") + h.roundSuffix()
 	sourceAlias, targetAlias = sourceAlias+"-"+prefix, targetAlias+"-"+prefix
 	cmd := exec.CommandContext(ctx, h.mirrorBin, args...)
 	cmd.Env = append(append(os.Environ(),
@@ -581,7 +627,7 @@ func (h *harness) mm2goCmd(ctx context.Context, w workload, topics []string, sou
 	if w.Compression != "" {
 		cmd.Env = append(cmd.Env, "MM2_TARGET_PRODUCER_COMPRESSION_TYPE="+w.Compression)
 	}
-	dir := filepath.Join(h.home, logName+"-"+w.Name)
+	dir := filepath.Join(h.home, logName+"-"+w.Name+h.roundSuffix())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err
 	}
@@ -636,7 +682,7 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v 
 // runSplit runs two `mirror run` processes of one flow at once, sharing its partitions
 // through a burst group (MM2_BURST_GROUP); each exits once its share is copied.
 func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (contender, error) {
-	group := "bench-split-" + strings.TrimSuffix(topics[0], "-0")
+	group := "bench-split-" + strings.TrimSuffix(topics[0], "-0") + h.roundSuffix()
 	var cmds []*exec.Cmd
 	var logs []*os.File
 	defer func() {

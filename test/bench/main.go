@@ -52,6 +52,7 @@ func main() {
 	flag.BoolVar(&opts.skipTuned, "skip-mm2-tuned", false, "do not run the tuned MirrorMaker 2")
 	flag.BoolVar(&opts.skipCeiling, "skip-ceiling", false, "do not measure the ceiling (large-batch producer perf tests, raw franz-go copy)")
 	flag.StringVar(&opts.ceilingProcs, "ceiling-procs", "1,2", "comma-separated numbers of parallel producer perf processes to try for the ceiling (262144-byte batches); one process also tries 1048576-byte batches")
+	flag.IntVar(&opts.rounds, "rounds", 1, "run every contender this many times, interleaved (each contender's first run, then each one's second...); a row is the run with the median done time, the rounds' spread in its notes (resumed workloads and mirror serve run once)")
 	flag.BoolVar(&opts.keepTopics, "keep-topics", false, "keep every copy and source topic on the clusters (default: delete each copy once checked, and a workload's source topics at its end)")
 	flag.DurationVar(&opts.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.Parse()
@@ -75,6 +76,7 @@ type options struct {
 	skipCeiling            bool
 	ceilingProcs           string
 	keepTopics             bool
+	rounds                 int
 	timeout                time.Duration
 	sourcePort, targetPort int
 }

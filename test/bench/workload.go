@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,38 +126,102 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
 		{nameServe, opts.skipMirror || opts.skipServe, func() (contender, error) { return h.runServe(ctx, w, topics, false) }},
 	}
-	for _, r := range runs {
-		if r.skip {
-			continue
-		}
-		if why := serveUnsupported(w); r.name == nameServe && why != "" {
-			res.Skipped = append(res.Skipped, r.name+": "+why)
-			h.logger.Warn("contender skipped", "workload", w.Name, "name", r.name, "why", why)
-			continue
-		}
-		h.logger.Info("contender", "workload", w.Name, "name", r.name)
-		began := time.Now()
-		c, err := r.fn()
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("%s: %w", r.name, ctx.Err())
-		}
-		ran := time.Since(began)
-		if err != nil {
-			// One contender failing does not end a long run: its row says why.
-			c.Name, c.Mismatch = r.name, "run failed: "+err.Error()
-			h.logger.Error("contender failed", "workload", w.Name, "name", r.name, "err", err)
-			if !opts.keepTopics && len(c.remote) > 0 {
-				h.deleteTopics(ctx, targetCluster, c.remote)
+	rounds := max(opts.rounds, 1)
+	if w.Resumed {
+		rounds = 1 // its second runs resume the first ones: there is one of each
+	}
+	byName := map[string][]*contender{}
+	var order []string
+	for h.round = 0; h.round < rounds; h.round++ {
+		for _, r := range runs {
+			if r.skip || (h.round > 0 && r.name == nameServe) {
+				continue
 			}
-		} else {
-			h.check(ctx, w, topics, &c, opts)
+			if why := serveUnsupported(w); r.name == nameServe && why != "" {
+				res.Skipped = append(res.Skipped, r.name+": "+why)
+				h.logger.Warn("contender skipped", "workload", w.Name, "name", r.name, "why", why)
+				continue
+			}
+			c, err := h.runContender(ctx, w, topics, r.name, r.fn, opts)
+			if err != nil {
+				return res, err
+			}
+			if byName[r.name] == nil {
+				order = append(order, r.name)
+			}
+			byName[r.name] = append(byName[r.name], c)
 		}
-		h.logger.Info("contender done", "workload", w.Name, "name", r.name, "done", c.Done.Round(time.Millisecond).String(),
-			"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "mismatch", c.Mismatch)
-		res.Contenders = append(res.Contenders, &c)
+	}
+	h.round = 0
+	for _, name := range order {
+		res.Contenders = append(res.Contenders, medianRun(byName[name]))
 	}
 	res.Ratios = res.ratios()
 	return res, nil
+}
+
+// runContender runs one contender once, checks its copy and logs the outcome. A contender
+// that fails gets a row that says why; only the end of ctx ends the workload.
+func (h *harness) runContender(ctx context.Context, w workload, topics []string, name string, fn func() (contender, error), opts options) (*contender, error) {
+	h.logger.Info("contender", "workload", w.Name, "name", name, "round", h.round+1)
+	began := time.Now()
+	c, err := fn()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
+	}
+	ran := time.Since(began)
+	if err != nil {
+		// One contender failing does not end a long run: its row says why.
+		c.Name, c.Mismatch = name, "run failed: "+err.Error()
+		h.logger.Error("contender failed", "workload", w.Name, "name", name, "err", err)
+		if !opts.keepTopics && len(c.remote) > 0 {
+			h.deleteTopics(ctx, targetCluster, c.remote)
+		}
+	} else {
+		h.check(ctx, w, topics, &c, opts)
+	}
+	h.logger.Info("contender done", "workload", w.Name, "name", name, "round", h.round+1, "done", c.Done.Round(time.Millisecond).String(),
+		"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "mismatch", c.Mismatch)
+	return &c, nil
+}
+
+// medianRun returns the row of a contender that ran len(runs) times: the run whose copy
+// matched with the median done time (the earlier of the middle two), with the spread of every
+// matched run in Rounds; with no run matched, the first one, failure and all.
+func medianRun(runs []*contender) *contender {
+	var ok []*contender
+	for _, c := range runs {
+		if c.ok() {
+			ok = append(ok, c)
+		}
+	}
+	if len(ok) == 0 {
+		out := *runs[0]
+		if len(runs) > 1 {
+			out.Rounds = &roundSpread{Runs: len(runs), FirstFailure: runs[0].Mismatch}
+		}
+		return &out
+	}
+	slices.SortStableFunc(ok, func(a, b *contender) int { return cmp.Compare(a.Done, b.Done) })
+	out := *ok[(len(ok)-1)/2]
+	if len(runs) == 1 {
+		return &out
+	}
+	sp := &roundSpread{Runs: len(runs), Matched: len(ok), DoneMin: ok[0].Done, DoneMax: ok[len(ok)-1].Done}
+	for i, c := range ok {
+		if i == 0 || c.CPUSecondsPerGB < sp.CPUPerGBMin {
+			sp.CPUPerGBMin = c.CPUSecondsPerGB
+		}
+		sp.CPUPerGBMax = max(sp.CPUPerGBMax, c.CPUSecondsPerGB)
+		sp.PeakRSSMaxKiB = max(sp.PeakRSSMaxKiB, c.PeakRSSKiB)
+	}
+	for _, c := range runs {
+		if !c.ok() && sp.FirstFailure == "" {
+			sp.FirstFailure = c.Mismatch
+		}
+	}
+	out.Rounds = sp
+	return &out
 }
 
 // check verifies a contender's copy, notes its remote topics' compression.type, and (unless
@@ -444,6 +510,9 @@ func (r result) markdownTable() string {
 		}
 		if c.Processes > 1 {
 			notes = append(notes, fmt.Sprintf("%d processes", c.Processes))
+		}
+		if n := c.Rounds.note(); n != "" {
+			notes = append(notes, n)
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %.0f (%.1f) | %.2f | %.1f | %s | %s | %s | %s |",
 			r.Workload.Name, c.Name, dur(c.FirstRecord), dur(c.Done), c.RecordsPS, c.MBPS, c.CPUSeconds, c.CPUSecondsPerGB,
