@@ -143,7 +143,8 @@ func TestResume(t *testing.T) {
 func TestNewTopicAndGrowth(t *testing.T) {
 	c := testkit.Require(t)
 	src := c.Source.Bootstrap
-	a := testkit.CreateTopic(t, src, testkit.Name(t, "a"), 1, map[string]*string{"retention.ms": strp("123456789")})
+	const retention = testkit.RetentionMS // non-default, and longer than the records' age
+	a := testkit.CreateTopic(t, src, testkit.Name(t, "a"), 1, map[string]*string{"retention.ms": strp(retention)})
 	testkit.Produce(t, src, testkit.SampleRecords(a, 1, 10)...)
 	b := testkit.Name(t, "b")
 	f := newFlow(t, a, b)
@@ -174,12 +175,12 @@ func TestNewTopicAndGrowth(t *testing.T) {
 	}
 	found := false
 	for _, cf := range rc.Configs {
-		if cf.Key == "retention.ms" && cf.MaybeValue() == "123456789" {
+		if cf.Key == "retention.ms" && cf.MaybeValue() == retention {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("remote topic %s did not get retention.ms=123456789", f.remote(a))
+		t.Errorf("remote topic %s did not get retention.ms=%s", f.remote(a), retention)
 	}
 }
 

@@ -113,7 +113,7 @@ func bigRecords(topic string, partitions int32, n int) []*kgo.Record {
 func TestEventHubsDoubleBurst(t *testing.T) {
 	c := testkit.Require(t)
 	f := ehfake.New(t, ehfake.Config{})
-	small := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-small"), 4, map[string]*string{"retention.ms": ptr("86400000")})
+	small := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-small"), 4, map[string]*string{"retention.ms": ptr(testkit.RetentionMS)})
 	big := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-big"), 8, nil)
 	wantSmall := testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(small, 4, 400)...)
 	wantBig := testkit.Produce(t, c.Source.Bootstrap, bigRecords(big, 8, 40)...)
@@ -159,7 +159,7 @@ func TestEventHubsDoubleBurst(t *testing.T) {
 	// A source config change and more records: the next burst must not try
 	// AlterConfigs (unsupported) and must copy the new records.
 	adm := testkit.Admin(t, c.Source.Bootstrap)
-	if _, err := adm.AlterTopicConfigs(testkit.Context(t, 30*time.Second), []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("3600000")}}, small); err != nil {
+	if _, err := adm.AlterTopicConfigs(testkit.Context(t, 30*time.Second), []kadm.AlterConfig{{Name: "retention.ms", Value: ptr(testkit.RetentionMSLonger)}}, small); err != nil {
 		t.Fatal(err)
 	}
 	more := testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(small, 4, 40)...)
@@ -249,14 +249,14 @@ func TestEventHubsDoubleProfileOff(t *testing.T) {
 
 	t.Run("config sync", func(t *testing.T) {
 		f := ehfake.New(t, ehfake.Config{})
-		topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-cfg"), 1, map[string]*string{"retention.ms": ptr("86400000")})
+		topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "eh-cfg"), 1, map[string]*string{"retention.ms": ptr(testkit.RetentionMS)})
 		testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 5)...)
 		env := ehEnv(c, f, topic)
 		if err := run(t, env, true); err != nil {
 			t.Fatalf("first burst: %v", err)
 		}
 		if _, err := testkit.Admin(t, c.Source.Bootstrap).AlterTopicConfigs(testkit.Context(t, 30*time.Second),
-			[]kadm.AlterConfig{{Name: "retention.ms", Value: ptr("3600000")}}, topic); err != nil {
+			[]kadm.AlterConfig{{Name: "retention.ms", Value: ptr(testkit.RetentionMSLonger)}}, topic); err != nil {
 			t.Fatal(err)
 		}
 		err := run(t, env, true)

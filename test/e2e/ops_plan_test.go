@@ -21,7 +21,7 @@ import (
 func TestOpsPlanThenRun(t *testing.T) {
 	c := testkit.Require(t)
 	ctx := testkit.Context(t, 3*time.Minute)
-	retention := "3600000"
+	retention := testkit.RetentionMS
 	topic1 := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "topic1"), 2, map[string]*string{"retention.ms": &retention})
 	topic2 := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "topic2"), 3, nil)
 	topic3 := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "topic3"), 1, nil)

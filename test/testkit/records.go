@@ -107,3 +107,12 @@ func AssertSameRecords(t testing.TB, want, got []*kgo.Record) {
 		}
 	}
 }
+
+// RetentionMS is a retention.ms for tests that set one on a topic holding SampleRecords: 100
+// years, so that a broker's periodic retention check never deletes the records, stamped 2020
+// (a day's retention did so in a loaded CI run, between a copy and its comparison).
+// RetentionMSLonger is a second such value, for a test that changes it.
+const (
+	RetentionMS       = "3153600000000"
+	RetentionMSLonger = "6307200000000"
+)
