@@ -408,9 +408,9 @@ func TestFaultsMirrorRun(t *testing.T) {
 	} {
 		side := map[*faultBroker]string{tgt: "target", src: "source"}[tc.b]
 		t.Run(fmt.Sprintf("%s_%s_exactly_once=%v", side, tc.f.name, tc.eos), func(t *testing.T) {
-			// Unthrottled, a burst copies these records (some 1.8 MB on the wire, snappy) in
-			// 0.15-0.3 s, over before the fault lands; at 256 KiB/s into the target it lasts
-			// some 7 s on any machine.
+			// Unthrottled, a burst copies these records (1.7-1.8 MB on the wire, snappy) in
+			// 0.2-0.34 s, over before a fault lands; at 256 KiB/s into the target they take
+			// about 7 s on any machine.
 			n := 60000
 			throttleProducers(t, tgt, 256<<10)
 			topic := bigTopic(t, c, 4, n, 200)

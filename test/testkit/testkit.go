@@ -146,37 +146,43 @@ func CreateTopic(t testing.TB, bootstrap, name string, partitions int32, configs
 	DeleteTopicsAtEnd(t, bootstrap, name)
 	// CreateTopics returns once the KRaft controller committed the topic; the broker applies
 	// that metadata a moment later. Wait until its metadata lists every partition with a
-	// leader, so the code under test never races the topic's appearance. (A direct request:
-	// kadm's Metadata may answer from franz-go's cache, stale for up to 5 s.)
-	if !waitLed(ctx, Client(t, bootstrap), name, partitions, false) {
-		t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, ctx.Err())
+	// leader, so the code under test never races the topic's appearance.
+	if err := waitLed(ctx, Client(t, bootstrap), name, partitions, false); err != nil {
+		t.Fatalf("topic %s on %s has no leader for all %d partitions: %v", name, bootstrap, partitions, err)
 	}
 	return name
 }
 
 // waitLed waits until the broker's metadata lists at least partitions partitions of topic,
-// every one with a leader, and reports whether it did before ctx ended. With ifExists, a topic
-// the broker does not know ends the wait at once (true). (A direct request: kadm's Metadata
-// may answer from franz-go's cache, stale for up to 5 s.)
-func waitLed(ctx context.Context, cl *kgo.Client, topic string, partitions int32, ifExists bool) bool {
+// every one with a leader; if ctx ends first it returns ctx's error with the last request's
+// failure, if any. With ifExists, a topic the broker does not know ends the wait at once. (A
+// direct request: kadm's Metadata may answer from franz-go's cache, stale for up to 5 s.)
+func waitLed(ctx context.Context, cl *kgo.Client, topic string, partitions int32, ifExists bool) error {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
+	var last error
 	for {
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil && len(resp.Topics) == 1 {
 			tm := resp.Topics[0]
 			if ifExists && tm.ErrorCode != 0 {
-				return true
+				return nil
 			}
 			if tm.ErrorCode == 0 && int32(len(tm.Partitions)) >= partitions && allLed(tm) {
-				return true
+				return nil
 			}
+		}
+		if err != nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			if last != nil {
+				return fmt.Errorf("%w (last metadata request: %v)", ctx.Err(), last)
+			}
+			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -220,8 +226,8 @@ func Produce(t testing.TB, bootstrap string, recs ...*kgo.Record) []*kgo.Record 
 		need[r.Topic] = max(need[r.Topic], r.Partition+1)
 	}
 	for topic, n := range need {
-		if !waitLed(ctx, cl, topic, n, true) {
-			t.Fatalf("producing to %s on %s: partition %d not listed with a leader: %v", topic, bootstrap, n-1, ctx.Err())
+		if err := waitLed(ctx, cl, topic, n, true); err != nil {
+			t.Fatalf("producing to %s on %s: partition %d not listed with a leader: %v", topic, bootstrap, n-1, err)
 		}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
