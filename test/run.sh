@@ -18,7 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "== checks: gofmt, go vet, staticcheck"
+echo "== checks: tracked files, gofmt, go vet, staticcheck"
+test/tracked-files.sh # no built binaries, no file over 1 MiB but listed test data
 unformatted="$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)"
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
