@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -282,12 +283,16 @@ func truncateForError(b []byte) string {
 
 const hexUpper = "0123456789ABCDEF"
 
-// appendJSONString appends s as a JSON string literal the way Jackson's generator writes it
-// with default settings: '"' and '\\' get a backslash; \b \t \n \f \r their short escapes;
-// every other control character below 0x20 becomes \u00XX with upper-case hex digits; every
-// other character, including '/', DEL, U+2028/U+2029 and all non-ASCII, is written as raw
-// UTF-8 (no HTML escaping). Invalid UTF-8 bytes are written as U+FFFD, one per byte, as a Java
-// String built from such bytes would hold replacement characters.
+// appendJSONString appends s as a JSON string literal the way the JsonConverter of Connect's
+// offsets topic writes it (Jackson 2.19's UTF-8 generator with default settings), so that
+// position keys are byte-identical to MM2's: '"' and '\\' get a backslash; \b \t \n \f \r their
+// short escapes; every other control character below 0x20 becomes \u00XX with upper-case hex
+// digits; a character above U+FFFF is written as its UTF-16 surrogate pair, \uXXXX\uXXXX
+// (Jackson's COMBINE_UNICODE_SURROGATES_IN_UTF8 is off by default); every other character,
+// including '/', DEL, U+2028/U+2029 and the rest of non-ASCII, is written as raw UTF-8 (no HTML
+// escaping). Bytes that are not UTF-8 are written as U+FFFD, one for each maximal subpart of an
+// ill-formed sequence (a truncated sequence is one, any other bad byte is one each), as Java's
+// UTF-8 decoder gives when Kafka's protocol reader builds a String from them.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0 // start of the pending run of bytes to copy verbatim
@@ -320,15 +325,61 @@ func appendJSONString(b []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
 			b = utf8.AppendRune(b, utf8.RuneError)
-			i++
+			i += maximalSubpart(s[i:])
 			start = i
-			continue
+		case r > 0xFFFF:
+			b = append(b, s[start:i]...)
+			hi, lo := utf16.EncodeRune(r)
+			b = appendUnicodeEscape(appendUnicodeEscape(b, hi), lo)
+			i += size
+			start = i
+		default:
+			i += size
 		}
-		i += size
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendUnicodeEscape appends \uXXXX for the UTF-16 code unit u, with upper-case hex digits.
+func appendUnicodeEscape(b []byte, u rune) []byte {
+	return append(b, '\\', 'u', hexUpper[u>>12&0xf], hexUpper[u>>8&0xf], hexUpper[u>>4&0xf], hexUpper[u&0xf])
+}
+
+// maximalSubpart returns how many bytes of the ill-formed UTF-8 sequence s starts with Java's
+// UTF-8 decoder replaces with one U+FFFD: the maximal subpart (Unicode 16.0 section 3.9, "U+FFFD
+// Substitution of Maximal Subparts"), a lead byte followed by the continuation bytes it allows,
+// cut short; 1 for a byte that starts no sequence or a lead byte whose next byte does not fit.
+// Java departs from Unicode's rule on one point: after 0xED it takes any continuation byte, so
+// an encoded surrogate (0xED 0xA0-0xBF 0x80-0xBF) is one U+FFFD, not three.
+func maximalSubpart(s string) int {
+	n, lo, hi := 0, byte(0x80), byte(0xBF) // sequence length; range of the second byte
+	switch c := s[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		n = 2
+	case c == 0xE0:
+		n, lo = 3, 0xA0
+	case c >= 0xE1 && c <= 0xEF:
+		n = 3
+	case c == 0xF0:
+		n, lo = 4, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		n = 4
+	case c == 0xF4:
+		n, hi = 4, 0x8F
+	default:
+		return 1
+	}
+	i := 1
+	for ; i < n && i < len(s); i++ {
+		if c := s[i]; c < lo || c > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+	}
+	return i
 }

@@ -47,6 +47,9 @@ func TestKeyPartition(t *testing.T) {
 	}
 }
 
+// TestJacksonEscaping: strings in Connect offsets keys are written as MM2's JsonConverter
+// writes them; the expected values are what the genuine classes wrote
+// (TestJSONStringMatchesJsonConverter compares many more with them).
 func TestJacksonEscaping(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"plain", `"plain"`},
@@ -55,9 +58,18 @@ func TestJacksonEscaping(t *testing.T) {
 		{"\x00\x01\x1f\x0b", `"\u0000\u0001\u001F\u000B"`},
 		{"\x7f", "\"\x7f\""},
 		{"<a>&b", `"<a>&b"`},
-		{"é€😀\u2028\u2029", "\"é€😀\u2028\u2029\""},
+		{"é€\u2028\u2029\uFFFD", "\"é€\u2028\u2029\uFFFD\""},
+		// Above U+FFFF: the UTF-16 surrogate pair, escaped (Jackson 2.19's UTF-8 generator).
+		{"😀x\U0010FFFF", `"\uD83D\uDE00x\uDBFF\uDFFF"`},
+		// Not UTF-8: one U+FFFD per maximal subpart, as Java decodes the bytes.
 		{"a\xffb", "\"a\uFFFDb\""},
-		{"\xe2\x82", "\"\uFFFD\uFFFD\""},
+		{"\xe2\x82", "\"\uFFFD\""},
+		{"\xf0\x9f\x98x", "\"\uFFFDx\""},
+		{"\xe2\x82\xe2\x82\xac", "\"\uFFFD€\""},
+		{"\xc0\x80", "\"\uFFFD\uFFFD\""},
+		{"\xe0\x80\x80", "\"\uFFFD\uFFFD\uFFFD\""},
+		{"\xf4\x90\x80\x80", "\"\uFFFD\uFFFD\uFFFD\uFFFD\""},
+		{"\xed\xa0\x80", "\"\uFFFD\""},
 		{"", `""`},
 	} {
 		if got := string(appendJSONString(nil, tc.in)); got != tc.want {
@@ -75,6 +87,9 @@ func TestJacksonEscaping(t *testing.T) {
 	}
 	if got.Topic != "A.t\"x" || got.Group != "g\n<1>" || got.Partition != -1 {
 		t.Errorf("round trip = %+v", got)
+	}
+	if got, err := DecodeOffsetKey(CheckpointOffsetKey("t", 0, "😀<")); err != nil || got.Group != "😀<" {
+		t.Errorf("round trip of a surrogate pair: %+v, %v", got, err)
 	}
 }
 
