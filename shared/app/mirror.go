@@ -48,8 +48,10 @@ func Dialer(cfg *config.Config, logger *slog.Logger) engine.DialFunc {
 		if d.err != nil {
 			return nil, d.err
 		}
-		// The file's client overrides (producer.max.request.size, ...) go first: the engine's
-		// own options win.
+		// The user's client overrides (producer.max.request.size, delivery.timeout.ms, ...) go
+		// first. The engine's own options are the ones no setting of the user's names
+		// (partitioner, acks, buffer bounds, linger of its internal producers), so none is
+		// overridden (engine.TestFakeUserDeliveryTimeoutHonoured).
 		return d.dial(ctx, append(cfg.ClientOpts(sd.String()), extra...)...)
 	}
 }

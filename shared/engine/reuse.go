@@ -77,14 +77,16 @@ func (r *reused) close(e *Engine) {
 	r.prod, r.posProd, r.syncCl = nil, nil, nil
 }
 
-// dataProducerOpts are the options of the at-least-once producer of copied records.
+// dataProducerOpts are the options of the at-least-once producer of copied records. The
+// delivery timeout is the user's (producer.delivery.timeout.ms, franz-go's "none" by default),
+// never set here: a record that times out fails its partition, whose position then stays
+// before it, so the next copy writes it again (at-least-once either way).
 func (e *Engine) dataProducerOpts() []kgo.Opt {
 	return e.producerOpts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedBytes(e.producerBufferedBytes()),
 		kgo.MaxBufferedRecords(maxBufferedRecords),
-		kgo.RecordDeliveryTimeout(0),
 	)
 }
 
