@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,9 +54,12 @@ func TestExactlyOnce(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceOverlappingBursts runs several exactly-once bursts of the same flow at once.
-// Per-partition transactional ids fence older copiers, so whatever each burst reports, a
-// read_committed reader of the target sees every source record exactly once.
+// TestExactlyOnceOverlappingBursts runs two exactly-once bursts of the same flow at once: the
+// first (A) is held at its first fetched batch, after it initialized its transactional ids,
+// until the second (B) fetches, having fenced A's ids. B copies every record; A, released,
+// meets the fence on at least one partition, reports no error (taken over is the design
+// working) and commits nothing; a final burst finds nothing left; and a read_committed reader
+// of the target sees exactly the records the test wrote, once each, in order.
 func TestExactlyOnceOverlappingBursts(t *testing.T) {
 	c := testkit.Require(t)
 	src := c.Source.Bootstrap
@@ -68,42 +73,60 @@ func TestExactlyOnceOverlappingBursts(t *testing.T) {
 	f := newFlow(t, topic)
 	f.opts.ExactlyOnce = true
 
-	var wg sync.WaitGroup
-	results := make([]string, 3)
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e := f.engine()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			s, err := e.Burst(ctx, BurstOptions{})
-			results[i] = fmt.Sprintf("%d records, reason %s, err %v", s.Records, s.Reason, err)
-		}()
-		time.Sleep(150 * time.Millisecond)
+	aFetching, bFetching := make(chan struct{}), make(chan struct{})
+	var aOnce, bOnce sync.Once
+	logA := &testkit.SyncBuffer{}
+	shared := f.log
+	f.log = io.MultiWriter(shared, logA)
+	a := f.engineWithHooks(onFetchBatch(func() { aOnce.Do(func() { close(aFetching) }); <-bFetching }))
+	f.log = shared
+	b := f.engineWithHooks(onFetchBatch(func() { bOnce.Do(func() { close(bFetching) }) }))
+
+	type result struct {
+		s   Summary
+		err error
 	}
-	wg.Wait()
-	for i, r := range results {
-		t.Logf("overlapping burst %d: %s", i, r)
+	aDone := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s, err := a.Burst(ctx, BurstOptions{})
+		aDone <- result{s, err}
+	}()
+	// B starts once A fetches (so A's ids are initialized and B's fencing comes after).
+	select {
+	case <-aFetching:
+	case r := <-aDone:
+		t.Fatalf("burst A ended before fetching: %+v, %v", r.s, r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("burst A fetched nothing within a minute")
 	}
-	// Whatever was fenced, a final burst completes the copy.
-	if s := f.burst(BurstOptions{}); s.Lag != 0 {
-		t.Errorf("final burst left lag %d", s.Lag)
+	sb, err := b.Burst(testkit.Context(t, 2*time.Minute), BurstOptions{})
+	if err != nil || sb.Records != n || sb.Lag != 0 {
+		t.Errorf("burst B: %d records, lag %d, reason %s, err %v; want %d, 0, no error", sb.Records, sb.Lag, sb.Reason, err, n)
 	}
-	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic), readCommitted)
-	seen := map[string]int{}
-	for _, r := range got {
-		seen[string(r.Key)]++
+	var ra result
+	select {
+	case ra = <-aDone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("burst A did not end")
 	}
-	dups := 0
-	for k, v := range seen {
-		if v > 1 {
-			if dups++; dups < 5 {
-				t.Errorf("record %s committed %d times", k, v)
-			}
-		}
+	fenced := strings.Count(logA.String(), "partition taken over by another instance (fenced)")
+	t.Logf("burst A: %d records, reason %s, err %v; fenced on %d partitions", ra.s.Records, ra.s.Reason, ra.err, fenced)
+	if ra.err != nil {
+		t.Errorf("burst A, fenced by B: %v, want no error", ra.err)
 	}
-	if len(seen) != n || len(got) != n {
-		t.Errorf("target has %d records (%d distinct), want %d", len(got), len(seen), n)
+	if fenced < 1 {
+		t.Errorf("burst A logged no fenced partition; its log:\n%s", logA.String())
 	}
+	if s := f.burst(BurstOptions{}); s.Records != 0 || s.Lag != 0 {
+		t.Errorf("final burst: %d records, lag %d; want 0, 0", s.Records, s.Lag)
+	}
+	testkit.AssertSameRecords(t, recs, testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic), readCommitted))
 }
+
+// onFetchBatch is a franz-go hook calling fn for every batch a client fetches, before its
+// records are returned to the poller.
+type onFetchBatch func()
+
+func (h onFetchBatch) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) { h() }
