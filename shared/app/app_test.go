@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/config"
+	"github.com/mm2go/mm2go/shared/engine"
 )
 
 func load(t *testing.T, env map[string]string) *config.Config {
@@ -64,5 +67,45 @@ func TestRefreshTopicsWarn(t *testing.T) {
 	warnIgnored(load(t, map[string]string{}), slog.New(slog.NewTextHandler(&buf, nil)))
 	if buf.Len() != 0 {
 		t.Errorf("default logs %q", buf.String())
+	}
+}
+
+// TestBurstOutcome: a burst a budget ended after it copied records is a success (exit 0, the
+// reason and lag in the summary); one that copied nothing with records left, a stop signal or
+// an unreachable cluster is "run again later" (exit 3); other errors fail (exit 1).
+func TestBurstOutcome(t *testing.T) {
+	live := context.Background()
+	stopped, cancel := context.WithCancel(live)
+	cancel()
+	down := fmt.Errorf("dial: %w", syscall.ECONNREFUSED)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		s    engine.Summary
+		err  error
+		want int
+	}{
+		{"done", live, engine.Summary{Records: 10, Reason: engine.ReasonDone}, nil, cli.ExitOK},
+		{"max-duration with records left", live, engine.Summary{Records: 10, Lag: 90, Reason: engine.ReasonMaxDuration}, nil, cli.ExitOK},
+		{"max-records with records left", live, engine.Summary{Records: 10, Lag: 90, Reason: engine.ReasonMaxRecords}, nil, cli.ExitOK},
+		{"max-duration without progress", live, engine.Summary{Lag: 90, Reason: engine.ReasonMaxDuration}, nil, cli.ExitMore},
+		{"stopped by a signal", stopped, engine.Summary{Records: 10, Lag: 90, Reason: engine.ReasonStopped}, nil, cli.ExitMore},
+		{"stopped during set-up", stopped, engine.Summary{Reason: engine.ReasonFailed}, context.Canceled, cli.ExitMore},
+		{"target unreachable", live, engine.Summary{Reason: engine.ReasonFailed}, down, cli.ExitMore},
+		{"failed", live, engine.Summary{Reason: engine.ReasonFailed}, errors.New("record too large"), cli.ExitFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := burstOutcome(tc.ctx, tc.s, tc.err)
+			code := cli.ExitOK
+			switch {
+			case errors.Is(err, cli.ErrMoreToDo):
+				code = cli.ExitMore
+			case err != nil:
+				code = cli.ExitFailed
+			}
+			if code != tc.want {
+				t.Errorf("burstOutcome(%+v, %v) = %v: exit %d, want %d", tc.s, tc.err, err, code, tc.want)
+			}
+		})
 	}
 }

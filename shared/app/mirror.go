@@ -128,7 +128,7 @@ func warnIgnored(cfg *config.Config, logger *slog.Logger) {
 
 // MirrorRun is `mirror run`: one burst bounded by MM2_BURST_MAX_DURATION and
 // MM2_BURST_MAX_RECORDS. It logs the summary as one line, writes it as JSON to env.Stdout and
-// returns cli.ErrMoreToDo when a budget or a signal left records to copy.
+// returns what burstOutcome says of it.
 func MirrorRun(ctx context.Context, env cli.Env) error {
 	e, err := meteredEngine(ctx, env)
 	if err != nil {
@@ -154,6 +154,21 @@ func MirrorRun(ctx context.Context, env cli.Env) error {
 	if b, jerr := json.Marshal(s); jerr == nil {
 		fmt.Fprintf(env.Stdout, "%s\n", b)
 	}
+	return burstOutcome(ctx, s, err)
+}
+
+// burstOutcome maps a finished burst to MirrorRun's result, hence its exit code
+// (docs/summary-and-exit-codes.md):
+//   - a budget (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS) that ended a burst which copied
+//     records is a success (exit 0): the time or record box was asked for, the positions are
+//     stored, the next scheduled run continues, and what is left shows as the summary's lag
+//     and the mm2go_lag_records gauge. A scheduler (Kubernetes Job, Container Apps job) must
+//     not mark it failed and retry it;
+//   - a budget that ended a burst which copied nothing while records were left, a stop
+//     signal, or a cluster unreachable for longer than the burst waits is "run again later"
+//     (cli.ErrMoreToDo, exit 3);
+//   - any other error fails the run (exit 1).
+func burstOutcome(ctx context.Context, s engine.Summary, err error) error {
 	if err != nil && ctx.Err() != nil && s.Records == 0 {
 		// A stop signal during set-up: nothing was copied, nothing is lost; more to do.
 		return fmt.Errorf("stopped before copying (%v): %w", err, cli.ErrMoreToDo)
@@ -166,10 +181,14 @@ func MirrorRun(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
-	if s.MoreToDo() && s.Reason != engine.ReasonDone {
-		return fmt.Errorf("%s with %d records left: %w", s.Reason, s.Lag, cli.ErrMoreToDo)
+	if !s.MoreToDo() || s.Reason == engine.ReasonDone {
+		return nil
 	}
-	return nil
+	budget := s.Reason == engine.ReasonMaxDuration || s.Reason == engine.ReasonMaxRecords
+	if budget && s.Records > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s with %d records copied and %d left: %w", s.Reason, s.Records, s.Lag, cli.ErrMoreToDo)
 }
 
 func logSummary(logger *slog.Logger, s engine.Summary) {

@@ -2,8 +2,10 @@
 // heartbeat): sub-command dispatch (`run`, `serve`, `-h`/`help`), logging setup, signal
 // handling and exit codes.
 //
-// Exit codes: 0 the job is done; 3 a budget (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS)
-// or a stop signal ended a run with work left; 1 the job failed; 2 the configuration is
+// Exit codes (ExitCodes, docs/summary-and-exit-codes.md): 0 the job is done, or a budget
+// (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS) ended a burst that copied records; 3 run
+// again later: a stop signal, a cluster unreachable for longer than the run waits, or a budget
+// that ended a burst before it copied anything; 1 the job failed; 2 the configuration is
 // invalid (or the command line is).
 //
 // SIGTERM and SIGINT cancel the job's context: a run stops fetching, finishes in-flight writes,
@@ -31,14 +33,15 @@ import (
 
 // Exit codes of Main.
 const (
-	ExitOK     = 0 // done
+	ExitOK     = 0 // done, or a budget ended a burst that made progress
 	ExitFailed = 1 // the job failed
 	ExitConfig = 2 // invalid configuration or command line
-	ExitMore   = 3 // a budget ended the run; more to do
+	ExitMore   = 3 // run again later: stopped, a cluster unreachable, or no progress
 )
 
-// ErrMoreToDo is returned (possibly wrapped) by a Run that stopped with work left, e.g. a
-// burst that reached its budget. Main exits with ExitMore.
+// ErrMoreToDo is returned (possibly wrapped) by a Run that stopped with work left and should
+// run again soon: a stop signal, an unreachable cluster, a budget reached with no progress.
+// Main exits with ExitMore.
 var ErrMoreToDo = errors.New("budget reached, more to do")
 
 // ErrNotImplemented is what a missing sub-command returns.
@@ -117,7 +120,19 @@ func Main(app App) int {
 	setMaxProcs(os.LookupEnv)
 	stopProfiles := startProfiles(os.LookupEnv, os.Stderr)
 	defer stopProfiles()
-	return Execute(context.Background(), app, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	return ExecuteEnviron(context.Background(), app, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+}
+
+// ExecuteEnviron is Execute with the environment as os.Environ gives it ("NAME=value"): it also
+// names, in a WARN line each, the MM2_* variables that no function reads.
+func ExecuteEnviron(ctx context.Context, app App, args []string, environ []string, stdout, stderr io.Writer) int {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	lookupEnv := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	return execute(ctx, app, args, lookupEnv, unreadNames(environ), stdout, stderr)
 }
 
 // DefaultMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) Main sets when
@@ -175,6 +190,11 @@ func setMemoryLimit(lookupEnv func(string) (string, bool)) int64 {
 
 // Execute is Main with explicit inputs (for tests).
 func Execute(ctx context.Context, app App, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	return execute(ctx, app, args, lookupEnv, nil, stdout, stderr)
+}
+
+// execute runs app; unread are the MM2_* variables set that no function reads.
+func execute(ctx context.Context, app App, args []string, lookupEnv func(string) (string, bool), unread []string, stdout, stderr io.Writer) int {
 	cmd := ""
 	if len(args) > 0 {
 		cmd = args[0]
@@ -186,10 +206,11 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 			fmt.Fprintf(stdout, "  %-6s %s\n", name, app.Commands[name].Summary)
 		}
 		fmt.Fprintln(stdout)
-		if err := config.Usage(stdout); err != nil {
+		if err := config.UsageOf(stdout, app.Name); err != nil {
 			fmt.Fprintln(stderr, err)
 			return ExitFailed
 		}
+		writeProcessUsage(stdout)
 		return ExitOK
 	case "run", "serve":
 	default:
@@ -224,6 +245,13 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 	}
 	logger = logger.With("function", app.Name)
 	early.replay(ctx, logger)
+	for _, name := range unread {
+		msg := "environment variable " + name + " is not an mm2go setting and is ignored (see " + app.Name + " -h)"
+		if alt := suggestion(name); alt != "" {
+			msg += "; the setting exists for the other cluster: " + alt
+		}
+		logger.Warn(msg, "variable", name)
+	}
 	if cfgErr != nil {
 		logger.Error("invalid configuration", "err", cfgErr.Error())
 		return ExitConfig

@@ -32,6 +32,9 @@ type Secret = secret.Secret
 //	defaultdoc:"..."   default shown by Usage when it is computed, not a tag
 //	notrim:"true"      keep surrounding whitespace
 //	role:"source"      on a cluster.Settings field: which cluster it is
+//	fn:"mirror,..."    the functions that read it (on a struct: its fields); none: every
+//	                   function. -h of a function lists only the settings it reads, and
+//	                   test/doccheck checks the tags against the code that reads them
 
 // Config is everything one mm2go function needs for one flow
 // <SourceAlias>-><TargetAlias>.
@@ -47,11 +50,11 @@ type Config struct {
 	Target cluster.Settings `envconfig:"MM2_TARGET" role:"target"`
 
 	// Filters (MM2 regex lists; see package filter).
-	Topics                  string `envconfig:"MM2_TOPICS" mm2:"topics" default:".*" desc:"topics to replicate: comma separated regexes, whole-name match"`
-	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" mm2:"topics.exclude" default:"mm2.*\\.internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
-	Groups                  string `envconfig:"MM2_GROUPS" mm2:"groups" default:".*" desc:"consumer groups to checkpoint: comma separated regexes"`
-	GroupsExclude           string `envconfig:"MM2_GROUPS_EXCLUDE" mm2:"groups.exclude" default:"console-consumer-.*, connect-.*, __.*" desc:"consumer groups never checkpointed"`
-	ConfigPropertiesExclude string `envconfig:"MM2_CONFIG_PROPERTIES_EXCLUDE" mm2:"config.properties.exclude" default:"follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas" desc:"topic configs never copied to the target"`
+	Topics                  string `envconfig:"MM2_TOPICS" fn:"mirror,checkpoint" mm2:"topics" default:".*" desc:"topics to replicate: comma separated regexes, whole-name match"`
+	TopicsExclude           string `envconfig:"MM2_TOPICS_EXCLUDE" fn:"mirror,checkpoint" mm2:"topics.exclude" default:"mm2.*\\.internal, .*\\.replica, __.*" desc:"topics never replicated (wins over topics)"`
+	Groups                  string `envconfig:"MM2_GROUPS" fn:"mirror,checkpoint" mm2:"groups" default:".*" desc:"consumer groups to checkpoint: comma separated regexes"`
+	GroupsExclude           string `envconfig:"MM2_GROUPS_EXCLUDE" fn:"mirror,checkpoint" mm2:"groups.exclude" default:"console-consumer-.*, connect-.*, __.*" desc:"consumer groups never checkpointed"`
+	ConfigPropertiesExclude string `envconfig:"MM2_CONFIG_PROPERTIES_EXCLUDE" fn:"mirror" mm2:"config.properties.exclude" default:"follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas" desc:"topic configs never copied to the target"`
 
 	// Replication policy.
 	ReplicationPolicyClass                         string `envconfig:"MM2_REPLICATION_POLICY_CLASS" mm2:"replication.policy.class" default:"org.apache.kafka.connect.mirror.DefaultReplicationPolicy" desc:"DefaultReplicationPolicy (prefix remote topics with the source alias) or IdentityReplicationPolicy (keep names)"`
@@ -59,50 +62,50 @@ type Config struct {
 	ReplicationPolicyInternalTopicSeparatorEnabled bool   `envconfig:"MM2_REPLICATION_POLICY_INTERNAL_TOPIC_SEPARATOR_ENABLED" mm2:"replication.policy.internal.topic.separator.enabled" default:"true" desc:"use the separator in internal topic names too (false: '.' as before Kafka 3.1)"`
 
 	// Offset syncs and checkpoints.
-	OffsetSyncsTopicLocation string `envconfig:"MM2_OFFSET_SYNCS_TOPIC_LOCATION" mm2:"offset-syncs.topic.location" default:"source" desc:"cluster holding the offset-syncs topic: source or target"`
-	OffsetLagMax             int64  `envconfig:"MM2_OFFSET_LAG_MAX" mm2:"offset.lag.max" default:"100" desc:"max records between offset syncs"`
-	EmitOffsetSyncsEnabled   bool   `envconfig:"MM2_EMIT_OFFSET_SYNCS_ENABLED" mm2:"emit.offset-syncs.enabled" default:"true" desc:"write offset syncs (false: no offset-syncs topic, and checkpoint refuses to run, as in MM2)"`
-	EmitCheckpointsEnabled   bool   `envconfig:"MM2_EMIT_CHECKPOINTS_ENABLED" mm2:"emit.checkpoints.enabled" default:"true" desc:"write consumer group checkpoints"`
-	SyncGroupOffsetsEnabled  bool   `envconfig:"MM2_SYNC_GROUP_OFFSETS_ENABLED" mm2:"sync.group.offsets.enabled" default:"false" desc:"commit translated offsets of inactive groups on the target"`
+	OffsetSyncsTopicLocation string `envconfig:"MM2_OFFSET_SYNCS_TOPIC_LOCATION" fn:"mirror,checkpoint" mm2:"offset-syncs.topic.location" default:"source" desc:"cluster holding the offset-syncs topic: source or target"`
+	OffsetLagMax             int64  `envconfig:"MM2_OFFSET_LAG_MAX" fn:"mirror" mm2:"offset.lag.max" default:"100" desc:"max records between offset syncs"`
+	EmitOffsetSyncsEnabled   bool   `envconfig:"MM2_EMIT_OFFSET_SYNCS_ENABLED" fn:"mirror,checkpoint" mm2:"emit.offset-syncs.enabled" default:"true" desc:"write offset syncs (false: no offset-syncs topic, and checkpoint refuses to run, as in MM2)"`
+	EmitCheckpointsEnabled   bool   `envconfig:"MM2_EMIT_CHECKPOINTS_ENABLED" fn:"checkpoint" mm2:"emit.checkpoints.enabled" default:"true" desc:"write consumer group checkpoints"`
+	SyncGroupOffsetsEnabled  bool   `envconfig:"MM2_SYNC_GROUP_OFFSETS_ENABLED" fn:"checkpoint" mm2:"sync.group.offsets.enabled" default:"false" desc:"commit translated offsets of inactive groups on the target"`
 
 	// Topic creation.
-	ReplicationFactor                 int  `envconfig:"MM2_REPLICATION_FACTOR" mm2:"replication.factor" default:"2" desc:"replication factor of remote topics (-1: broker default)"`
-	OffsetSyncsTopicReplicationFactor int  `envconfig:"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR" mm2:"offset-syncs.topic.replication.factor" default:"3" desc:"replication factor of the offset-syncs topic"`
-	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
-	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
-	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
-	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" mm2:"refresh.topics.enabled" default:"true" desc:"accepted for MM2 files: every run looks for new topics and partitions, so false has no effect (WARN)"`
-	SyncTopicAclsEnabled              bool `envconfig:"MM2_SYNC_TOPIC_ACLS_ENABLED" mm2:"sync.topic.acls.enabled" default:"true" desc:"copy the source's topic ACLs (LITERAL, not ALLOW WRITE; ALLOW ALL becomes READ) to the remote topics, once per run"`
+	ReplicationFactor                 int  `envconfig:"MM2_REPLICATION_FACTOR" fn:"mirror" mm2:"replication.factor" default:"2" desc:"replication factor of remote topics (-1: broker default)"`
+	OffsetSyncsTopicReplicationFactor int  `envconfig:"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR" fn:"mirror" mm2:"offset-syncs.topic.replication.factor" default:"3" desc:"replication factor of the offset-syncs topic"`
+	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" fn:"checkpoint" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
+	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" fn:"heartbeat" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
+	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" fn:"mirror" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
+	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" fn:"mirror" mm2:"refresh.topics.enabled" default:"true" desc:"accepted for MM2 files: every run looks for new topics and partitions, so false has no effect (WARN)"`
+	SyncTopicAclsEnabled              bool `envconfig:"MM2_SYNC_TOPIC_ACLS_ENABLED" fn:"mirror" mm2:"sync.topic.acls.enabled" default:"true" desc:"copy the source's topic ACLs (LITERAL, not ALLOW WRITE; ALLOW ALL becomes READ) to the remote topics, once per run"`
 
 	// Positions (Connect offsets topic, shared with MM2).
 	OffsetStorageTopic             string `envconfig:"MM2_OFFSET_STORAGE_TOPIC" mm2:"offset.storage.topic" scope:"worker" defaultdoc:"mm2-offsets.<source alias>.internal" desc:"topic on the target holding replication positions (MM2's Connect offsets topic)"`
-	OffsetStoragePartitions        int    `envconfig:"MM2_OFFSET_STORAGE_PARTITIONS" mm2:"offset.storage.partitions" scope:"worker" default:"25" desc:"partitions of the offsets topic when created (-1: broker default)"`
-	OffsetStorageReplicationFactor int    `envconfig:"MM2_OFFSET_STORAGE_REPLICATION_FACTOR" mm2:"offset.storage.replication.factor" scope:"worker" default:"3" desc:"replication factor of the offsets topic when created (-1: broker default)"`
+	OffsetStoragePartitions        int    `envconfig:"MM2_OFFSET_STORAGE_PARTITIONS" fn:"mirror" mm2:"offset.storage.partitions" scope:"worker" default:"25" desc:"partitions of the offsets topic when created (-1: broker default)"`
+	OffsetStorageReplicationFactor int    `envconfig:"MM2_OFFSET_STORAGE_REPLICATION_FACTOR" fn:"mirror" mm2:"offset.storage.replication.factor" scope:"worker" default:"3" desc:"replication factor of the offsets topic when created (-1: broker default)"`
 
 	// Heartbeats.
-	EmitHeartbeatsEnabled        bool `envconfig:"MM2_EMIT_HEARTBEATS_ENABLED" mm2:"emit.heartbeats.enabled" default:"true" desc:"write heartbeats to the target"`
-	HeartbeatsReplicationEnabled bool `envconfig:"MM2_HEARTBEATS_REPLICATION_ENABLED" mm2:"heartbeats.replication.enabled" default:"true" desc:"replicate heartbeats topics even when topics does not match them"`
+	EmitHeartbeatsEnabled        bool `envconfig:"MM2_EMIT_HEARTBEATS_ENABLED" fn:"heartbeat" mm2:"emit.heartbeats.enabled" default:"true" desc:"write heartbeats to the target"`
+	HeartbeatsReplicationEnabled bool `envconfig:"MM2_HEARTBEATS_REPLICATION_ENABLED" fn:"mirror" mm2:"heartbeats.replication.enabled" default:"true" desc:"replicate heartbeats topics even when topics does not match them"`
 	// ReverseHeartbeatsEnabled is MM2's <target>-><source>.emit.heartbeats.enabled:
 	// MM2 also emits heartbeats to the source cluster unless disabled.
-	ReverseHeartbeatsEnabled bool `envconfig:"MM2_REVERSE_HEARTBEATS_ENABLED" mm2:"<target>-><source>.emit.heartbeats.enabled" scope:"special" default:"true" desc:"also write heartbeats to the source cluster (MM2's reverse heartbeat flow)"`
+	ReverseHeartbeatsEnabled bool `envconfig:"MM2_REVERSE_HEARTBEATS_ENABLED" fn:"heartbeat" mm2:"<target>-><source>.emit.heartbeats.enabled" scope:"special" default:"true" desc:"also write heartbeats to the source cluster (MM2's reverse heartbeat flow)"`
 
 	// Client overrides that matter to a replicator (the source's consumer, the target's
 	// producer); see ConsumerOverrides and ProducerOverrides.
-	SourceConsumer ConsumerOverrides `envconfig:"MM2_SOURCE" role:"source"`
-	TargetProducer ProducerOverrides `envconfig:"MM2_TARGET" role:"target"`
+	SourceConsumer ConsumerOverrides `envconfig:"MM2_SOURCE" role:"source" fn:"mirror"`
+	TargetProducer ProducerOverrides `envconfig:"MM2_TARGET" role:"target" fn:"mirror"`
 
 	// mm2go's own settings.
-	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
+	ExactlyOnce           bool          `envconfig:"MM2_EXACTLY_ONCE" fn:"mirror" mm2:"exactly.once" scope:"special" default:"false" desc:"transactional copy with positions committed atomically (exactly.once.source.support=enabled in an MM2 file turns it on)"`
 	BurstMaxDuration      time.Duration `envconfig:"MM2_BURST_MAX_DURATION" mm2:"burst.max.duration" default:"0" desc:"max time one invocation copies, Go duration (0: until caught up); for checkpoint and heartbeat run, how long a round retries retriable errors (0: 2m)"`
-	BurstMaxRecords       int64         `envconfig:"MM2_BURST_MAX_RECORDS" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
-	InflightMaxBytes      int64         `envconfig:"MM2_INFLIGHT_MAX_BYTES" mm2:"inflight.max.bytes" default:"0" desc:"max bytes of records read from the source and not yet acknowledged by the target (0: 8 MiB over up to 16 partitions, down to 2 MiB over 64 and more); more needs more memory: raise GOMEMLIMIT (40 MiB by default) with it"`
-	ForwardBatches        bool          `envconfig:"MM2_FORWARD_BATCHES" mm2:"forward.batches" default:"true" desc:"plain bursts (not exactly-once, burst groups, read_committed, record budgets, serve or Event Hubs targets) produce the source's record batches as they are where the target producer would write the same records (same codec, no compaction gaps, CreateTime), without decoding them; false: always record by record"`
-	EventMode             string        `envconfig:"MM2_EVENT_MODE" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
-	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
-	BurstGroup            string        `envconfig:"MM2_BURST_GROUP" mm2:"burst.group" desc:"source consumer group that splits partitions between concurrent mirror runs (used for assignment only, never for offsets; empty: this run takes every partition)"`
-	LagGroup              string        `envconfig:"MM2_LAG_GROUP" mm2:"lag.group" desc:"source consumer group mirror commits its positions to after each copy, for lag-based scaling and monitoring (KEDA kafka scaler); never read back (empty: none)"`
-	CheckpointTranslation string        `envconfig:"MM2_CHECKPOINT_TRANSLATION" mm2:"checkpoint.translation" default:"mm2" desc:"mm2: MM2's offset translation (checkpoints identical to MM2's); precise: closest recent sync, fewer re-reads after failover"`
-	EventKeyType          string        `envconfig:"MM2_EVENT_KEY_TYPE" mm2:"event.key.type" default:"string" desc:"payload mode: the KafkaSource's key-type label (string, int, float or byte-array)"`
+	BurstMaxRecords       int64         `envconfig:"MM2_BURST_MAX_RECORDS" fn:"mirror" mm2:"burst.max.records" default:"0" desc:"max records one invocation copies (0: no limit)"`
+	InflightMaxBytes      int64         `envconfig:"MM2_INFLIGHT_MAX_BYTES" fn:"mirror" mm2:"inflight.max.bytes" default:"0" desc:"max bytes of records read from the source and not yet acknowledged by the target (0: 8 MiB over up to 16 partitions, down to 2 MiB over 64 and more); more needs more memory: raise GOMEMLIMIT (40 MiB by default) with it"`
+	ForwardBatches        bool          `envconfig:"MM2_FORWARD_BATCHES" fn:"mirror" mm2:"forward.batches" default:"true" desc:"plain bursts (not exactly-once, burst groups, read_committed, record budgets, serve or Event Hubs targets) produce the source's record batches as they are where the target producer would write the same records (same codec, no compaction gaps, CreateTime), without decoding them; false: always record by record"`
+	EventMode             string        `envconfig:"MM2_EVENT_MODE" fn:"mirror" mm2:"event.mode" default:"fetch" desc:"fetch: an event starts a fetch burst; payload: events carry the records"`
+	BurstEventTypes       []string      `envconfig:"MM2_BURST_EVENT_TYPES" fn:"mirror" mm2:"burst.event.types" desc:"CloudEvent types that start a burst, comma separated (empty: any)"`
+	BurstGroup            string        `envconfig:"MM2_BURST_GROUP" fn:"mirror" mm2:"burst.group" desc:"source consumer group that splits partitions between concurrent mirror runs (used for assignment only, never for offsets; empty: this run takes every partition)"`
+	LagGroup              string        `envconfig:"MM2_LAG_GROUP" fn:"mirror" mm2:"lag.group" desc:"source consumer group mirror commits its positions to after each copy, for lag-based scaling and monitoring (KEDA kafka scaler); never read back (empty: none)"`
+	CheckpointTranslation string        `envconfig:"MM2_CHECKPOINT_TRANSLATION" fn:"checkpoint" mm2:"checkpoint.translation" default:"mm2" desc:"mm2: MM2's offset translation (checkpoints identical to MM2's); precise: closest recent sync, fewer re-reads after failover"`
+	EventKeyType          string        `envconfig:"MM2_EVENT_KEY_TYPE" fn:"mirror" mm2:"event.key.type" default:"string" desc:"payload mode: the KafkaSource's key-type label (string, int, float or byte-array)"`
 	LogLevel              string        `envconfig:"MM2_LOG_LEVEL" mm2:"log.level" default:"info" desc:"debug, info, warn or error"`
 	LogFormat             string        `envconfig:"MM2_LOG_FORMAT" mm2:"log.format" default:"auto" desc:"auto (json unless stderr is a terminal), json or text"`
 	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
@@ -113,7 +116,7 @@ type Config struct {
 	ServeOIDCAllowedSubjects    []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
 	ServeOIDCCAFile             string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
 	ServeOIDCIssuerTokenFile    string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests, for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
-	PayloadAllowUnauthenticated bool     `envconfig:"MM2_PAYLOAD_ALLOW_UNAUTHENTICATED" scope:"env" default:"false" desc:"mirror serve: allow MM2_EVENT_MODE=payload without sender authentication, accepting records from anyone who can reach the service"`
+	PayloadAllowUnauthenticated bool     `envconfig:"MM2_PAYLOAD_ALLOW_UNAUTHENTICATED" fn:"mirror" scope:"env" default:"false" desc:"mirror serve: allow MM2_EVENT_MODE=payload without sender authentication, accepting records from anyone who can reach the service"`
 	ConfigFile                  string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
 	Flow                        string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }

@@ -23,7 +23,22 @@ type setting struct {
 	defDoc   string
 	notrim   bool
 	isSecret bool
-	field    reflect.Value
+	// fns are the functions that read it (the fn tag, or its struct's); empty: every one.
+	fns   []string
+	field reflect.Value
+}
+
+// readBy reports whether function reads s ("" or an unknown name: every setting is listed).
+func (s *setting) readBy(function string) bool {
+	if function == "" || len(s.fns) == 0 {
+		return true
+	}
+	for _, f := range s.fns {
+		if f == function {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -32,7 +47,7 @@ var (
 )
 
 func settingsOf(c *Config) []setting {
-	return walk(reflect.ValueOf(c).Elem(), "", "", "")
+	return walk(reflect.ValueOf(c).Elem(), "", "", "", nil)
 }
 
 // walk lists the leaf fields of struct v. Nested struct fields (other than
@@ -40,7 +55,7 @@ func settingsOf(c *Config) []setting {
 // any) to the property prefix, and may set the role (cluster fields keep
 // their parent's role), so cluster.Settings can grow nested groups such as
 // Azure AD settings without changes here.
-func walk(v reflect.Value, prefix, propPrefix, role string) []setting {
+func walk(v reflect.Value, prefix, propPrefix, role string, fns []string) []setting {
 	var out []setting
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
@@ -49,6 +64,10 @@ func walk(v reflect.Value, prefix, propPrefix, role string) []setting {
 			continue
 		}
 		env := f.Tag.Get("envconfig")
+		fieldFns := fns
+		if t := f.Tag.Get("fn"); t != "" {
+			fieldFns = strings.Split(t, ",")
+		}
 		if prefix != "" {
 			env = prefix + "_" + env
 		}
@@ -60,7 +79,7 @@ func walk(v reflect.Value, prefix, propPrefix, role string) []setting {
 			if p := f.Tag.Get("mm2"); p != "" {
 				innerProp += p + "."
 			}
-			out = append(out, walk(v.Field(i), env, innerProp, innerRole)...)
+			out = append(out, walk(v.Field(i), env, innerProp, innerRole, fieldFns)...)
 			continue
 		}
 		s := setting{
@@ -71,6 +90,7 @@ func walk(v reflect.Value, prefix, propPrefix, role string) []setting {
 			defDoc:   f.Tag.Get("defaultdoc"),
 			notrim:   f.Tag.Get("notrim") == "true",
 			isSecret: f.Type == secretType,
+			fns:      fieldFns,
 			field:    v.Field(i),
 		}
 		s.def, s.hasDef = f.Tag.Lookup("default")

@@ -201,13 +201,20 @@ func keyVerdict(key string) (v Verdict, how string, known bool) {
 // environment variables that set them.
 func honouredKeys() map[string]string {
 	out := map[string]string{}
-	for _, s := range settingsOf(&Config{}) {
+	settings := settingsOf(&Config{})
+	exists := map[string]bool{}
+	for _, s := range settings {
+		exists[s.env] = true
+	}
+	for _, s := range settings {
 		if s.prop == "" || strings.Contains(s.prop, "<") || s.scope == "env" {
 			continue
 		}
 		env := s.env
-		if s.scope == "cluster" {
-			env = "MM2_<SOURCE|TARGET>_" + strings.TrimPrefix(strings.TrimPrefix(s.env, "MM2_SOURCE_"), "MM2_TARGET_")
+		if rest := strings.TrimPrefix(strings.TrimPrefix(s.env, "MM2_SOURCE_"), "MM2_TARGET_"); s.scope == "cluster" && exists["MM2_SOURCE_"+rest] && exists["MM2_TARGET_"+rest] {
+			// Both clusters have it; a setting of one side only (the source's consumer
+			// overrides, the target's producer ones) keeps its one name.
+			env = "MM2_<SOURCE|TARGET>_" + rest
 		}
 		if _, ok := out[s.prop]; !ok {
 			out[s.prop] = "`" + env + "`"

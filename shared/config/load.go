@@ -416,33 +416,45 @@ func (c *Config) GroupFilter() (*filter.Filter, error) {
 	return filter.Groups(c.Groups, c.GroupsExclude)
 }
 
-// usageFormat is an envconfig usage template listing, per setting, the
+// usageFormat is an envconfig usage template listing, per setting the function reads, the
 // variable, the MM2 property, the default and the description.
 const usageFormat = `mm2go reads its settings from the environment and, if MM2_CONFIG_FILE is set,
 first from that MM2 properties file (the environment wins). In parentheses: the
 MM2 property name in the file; <source> and <target> are the flow's cluster
 aliases. Secrets are never logged.
-{{range .}}
+{{range .}}{{if reads .Key}}
 {{.Key}}{{with property .Key}}  ({{.}}){{end}}
     {{.Tags.Get "desc"}}{{with default .Key}}
     default: {{.}}{{end}}
-{{end}}`
+{{end}}{{end}}`
 
 // EnvNames lists the environment variable of every setting, in the order Usage prints them.
 // Deployment manifests are checked against it, so a renamed setting breaks the build rather
 // than a deployment.
-func EnvNames() []string {
+func EnvNames() []string { return EnvNamesOf("") }
+
+// EnvNamesOf lists the environment variables of the settings function ("mirror",
+// "checkpoint", "heartbeat") reads, in the order UsageOf prints them; "" lists every setting.
+func EnvNamesOf(function string) []string {
 	settings := settingsOf(&Config{})
 	names := make([]string, 0, len(settings))
 	for _, s := range settings {
-		names = append(names, s.env)
+		if s.readBy(function) {
+			names = append(names, s.env)
+		}
 	}
 	return names
 }
 
-// Usage writes every setting (variable, MM2 property, default, description)
-// to w, for -h.
-func Usage(w io.Writer) error {
+// Functions are the names of mm2go's functions, as the fn tags and UsageOf name them.
+var Functions = []string{"mirror", "checkpoint", "heartbeat"}
+
+// Usage writes every setting (variable, MM2 property, default, description) to w.
+func Usage(w io.Writer) error { return UsageOf(w, "") }
+
+// UsageOf writes the settings function reads (variable, MM2 property, default, description)
+// to w, for its -h; "" writes every setting.
+func UsageOf(w io.Writer, function string) error {
 	spec := &Config{}
 	byEnv := map[string]*setting{}
 	settings := settingsOf(spec)
@@ -451,6 +463,10 @@ func Usage(w io.Writer) error {
 	}
 	names := &Config{SourceAlias: "<source>", TargetAlias: "<target>"}
 	tmpl, err := template.New("usage").Funcs(template.FuncMap{
+		"reads": func(env string) bool {
+			s := byEnv[env]
+			return s != nil && s.readBy(function)
+		},
 		"property": func(env string) string {
 			if s := byEnv[env]; s != nil && s.prop != "" {
 				return s.property(names)

@@ -17,7 +17,7 @@ func TestWalkNested(t *testing.T) {
 		Source clusterLike `envconfig:"MM2_SOURCE" role:"source"`
 	}
 	var s spec
-	got := walk(reflect.ValueOf(&s).Elem(), "", "", "")
+	got := walk(reflect.ValueOf(&s).Elem(), "", "", "", nil)
 	if len(got) != 2 || got[1].env != "MM2_SOURCE_AZURE_AUTH" || got[1].prop != "azure.auth" || got[1].scope != "cluster" || got[1].role != "source" {
 		t.Errorf("%+v", got)
 	}

@@ -17,7 +17,8 @@ import (
 )
 
 // TestMirrorRunProcess runs the built binary: exit 0 with a JSON summary, a second run copies
-// nothing, a record budget exits 3 and the next run finishes the copy; bad settings exit 2.
+// nothing, a record budget that copied records exits 0 (reason max-records, the rest as lag) and
+// the next run finishes the copy; bad settings exit 2.
 func TestMirrorRunProcess(t *testing.T) {
 	c := testkit.Require(t)
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "proc"), 3, nil)
@@ -34,8 +35,8 @@ func TestMirrorRunProcess(t *testing.T) {
 		t.Errorf("second run: exit %d, %d records; want 0, 0\n%s", r.Code, r.Records(), r.Stderr)
 	}
 	testkit.Produce(t, c.Source.Bootstrap, all[60:]...)
-	if r = RunMirror(t, append(env, "MM2_BURST_MAX_RECORDS=10")); r.Code != 3 || r.Records() != 10 {
-		t.Errorf("budget run: exit %d, %d records; want 3, 10\n%s", r.Code, r.Records(), r.Stderr)
+	if r = RunMirror(t, append(env, "MM2_BURST_MAX_RECORDS=10")); r.Code != 0 || r.Records() != 10 || r.Summary["reason"] != "max-records" || r.Summary["lag"] != float64(20) {
+		t.Errorf("budget run: exit %d, %d records, summary %v; want 0, 10, reason max-records, lag 20\n%s", r.Code, r.Records(), r.Summary, r.Stderr)
 	}
 	if r = RunMirror(t, env); r.Code != 0 || r.Records() != 20 {
 		t.Errorf("last run: exit %d, %d records; want 0, 20\n%s", r.Code, r.Records(), r.Stderr)
