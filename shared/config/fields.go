@@ -25,6 +25,7 @@ type setting struct {
 	isSecret bool
 	// fns are the functions that read it (the fn tag, or its struct's); empty: every one.
 	fns   []string
+	path  string // Go field path in Config, e.g. SourceConsumer.FetchMaxBytes
 	field reflect.Value
 }
 
@@ -48,6 +49,23 @@ var (
 
 func settingsOf(c *Config) []setting {
 	return walk(reflect.ValueOf(c).Elem(), "", "", "", nil)
+}
+
+// SettingField is one setting as Go code reads it: its variable, its field path in Config
+// (Source.SASLMechanism, SourceConsumer.FetchMaxBytes) and the functions that read it (nil:
+// every function). test/doccheck checks the functions against the code that reads the field.
+type SettingField struct {
+	Env, Field string
+	Functions  []string
+}
+
+// SettingFields lists every setting, in Usage's order.
+func SettingFields() []SettingField {
+	var out []SettingField
+	for _, s := range settingsOf(&Config{}) {
+		out = append(out, SettingField{Env: s.env, Field: s.path, Functions: s.fns})
+	}
+	return out
 }
 
 // walk lists the leaf fields of struct v. Nested struct fields (other than
@@ -79,7 +97,10 @@ func walk(v reflect.Value, prefix, propPrefix, role string, fns []string) []sett
 			if p := f.Tag.Get("mm2"); p != "" {
 				innerProp += p + "."
 			}
-			out = append(out, walk(v.Field(i), env, innerProp, innerRole, fieldFns)...)
+			for _, in := range walk(v.Field(i), env, innerProp, innerRole, fieldFns) {
+				in.path = f.Name + "." + in.path
+				out = append(out, in)
+			}
 			continue
 		}
 		s := setting{
@@ -91,6 +112,7 @@ func walk(v reflect.Value, prefix, propPrefix, role string, fns []string) []sett
 			notrim:   f.Tag.Get("notrim") == "true",
 			isSecret: f.Type == secretType,
 			fns:      fieldFns,
+			path:     f.Name,
 			field:    v.Field(i),
 		}
 		s.def, s.hasDef = f.Tag.Lookup("default")
