@@ -21,14 +21,35 @@ import (
 // jobsAPIVersion is the Microsoft.App API version of the armappcontainers/v3 models used here.
 const jobsAPIVersion = "2025-01-01"
 
-var armCtx = armeval.Context{SubscriptionID: "00000000-0000-0000-0000-000000000000", ResourceGroup: "mm2go-rg", Location: "westeurope"}
+var armCtx = armeval.Context{
+	SubscriptionID: "00000000-0000-0000-0000-000000000000", ResourceGroup: "mm2go-rg", Location: "westeurope",
+	// What ARM reads from the identity the template creates (parameters file: identityName mm2go-id).
+	References: map[string]map[string]any{
+		"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mm2go-rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/mm2go-id": {
+			"clientId": testIdentityClientID, "principalId": testIdentityPrincipalID, "tenantId": "33333333-3333-3333-3333-333333333333",
+		},
+	},
+}
+
+const (
+	testIdentityClientID    = "11111111-1111-1111-1111-111111111111"
+	testIdentityPrincipalID = "22222222-2222-2222-2222-222222222222"
+)
 
 // armJob is one evaluated Microsoft.App/jobs resource of the template.
 type armJob struct {
 	name      string
 	condition bool
+	dependsOn []string
 	raw       map[string]any // the evaluated resource without ARM-only keys
 	job       armappcontainers.Job
+}
+
+// armResource is one evaluated resource of another type (identity, role assignments).
+type armResource struct {
+	name      string
+	condition bool
+	raw       map[string]any
 }
 
 func loadJSON(t *testing.T, rel string) map[string]any {
@@ -48,6 +69,14 @@ func loadJSON(t *testing.T, rel string) map[string]any {
 // overrides applied on top, and decodes every job strictly into armappcontainers.Job.
 func evalTemplate(t *testing.T, overrides map[string]any) (*armeval.Template, []armJob) {
 	t.Helper()
+	tp, jobs, _ := evalTemplateAll(t, overrides)
+	return tp, jobs
+}
+
+// evalTemplateAll is evalTemplate that also returns the other resources, by type.
+func evalTemplateAll(t *testing.T, overrides map[string]any) (*armeval.Template, []armJob, map[string][]armResource) {
+	t.Helper()
+	others := map[string][]armResource{}
 	tmpl := loadJSON(t, "deploy/azure/azuredeploy.json")
 	pf := loadJSON(t, "deploy/azure/azuredeploy.parameters.json")
 	for _, k := range []string{"$schema", "contentVersion", "parameters"} {
@@ -79,20 +108,31 @@ func evalTemplate(t *testing.T, overrides map[string]any) (*armeval.Template, []
 		}
 		res := ev.(map[string]any)
 		where := fmt.Sprintf("resource %d (%v)", i, res["name"])
-		if res["type"] != "Microsoft.App/jobs" {
-			t.Errorf("%s: type %v; only Microsoft.App/jobs expected", where, res["type"])
-			continue
-		}
-		if res["apiVersion"] != jobsAPIVersion {
-			t.Errorf("%s: apiVersion %v, want %s (the API version of the armappcontainers/v3 models the test decodes with)", where, res["apiVersion"], jobsAPIVersion)
-		}
-		j := armJob{name: fmt.Sprint(res["name"]), condition: true}
+		cond := true
 		if c, ok := res["condition"]; ok {
 			b, isBool := c.(bool)
 			if !isBool {
 				t.Errorf("%s: condition is %T", where, c)
 			}
-			j.condition = b
+			cond = b
+		}
+		switch res["type"] {
+		case "Microsoft.App/jobs":
+		case "Microsoft.ManagedIdentity/userAssignedIdentities", "Microsoft.Authorization/roleAssignments":
+			typ := res["type"].(string)
+			others[typ] = append(others[typ], armResource{name: fmt.Sprint(res["name"]), condition: cond, raw: res})
+			continue
+		default:
+			t.Errorf("%s: type %v not expected", where, res["type"])
+			continue
+		}
+		if res["apiVersion"] != jobsAPIVersion {
+			t.Errorf("%s: apiVersion %v, want %s (the API version of the armappcontainers/v3 models the test decodes with)", where, res["apiVersion"], jobsAPIVersion)
+		}
+		j := armJob{name: fmt.Sprint(res["name"]), condition: cond}
+		deps, _ := res["dependsOn"].([]any)
+		for _, d := range deps {
+			j.dependsOn = append(j.dependsOn, fmt.Sprint(d))
 		}
 		for _, k := range []string{"apiVersion", "comments", "condition", "dependsOn"} {
 			delete(res, k)
@@ -108,7 +148,7 @@ func evalTemplate(t *testing.T, overrides map[string]any) (*armeval.Template, []
 			t.Errorf("outputs: %v", err)
 		}
 	}
-	return tp, jobs
+	return tp, jobs, others
 }
 
 // strictSDK decodes v into an Azure SDK model and fails if anything in v was not taken: the
@@ -211,6 +251,9 @@ func TestAzureTemplate(t *testing.T) {
 			continue
 		}
 		timeout := time.Duration(*cfg.ReplicaTimeout) * time.Second
+		if timeout < acaColdStart {
+			t.Errorf("%s: replicaTimeout %v leaves no room for a cold start (%v: pulling the image on a new node, then the run)", where, timeout, acaColdStart)
+		}
 		if cfg.ReplicaRetryLimit == nil || *cfg.ReplicaRetryLimit != 0 {
 			t.Errorf("%s: replicaRetryLimit must be 0: a retried replica could overlap the next run; the next run catches up", where)
 		}
@@ -417,4 +460,227 @@ func derefs(ps []*string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// acaColdStart is the least replicaTimeout a job gets: a replica on a node without the image
+// pulls it first (tens of seconds for a registry in another region), and the timeout counts
+// from the replica's start, the pull included.
+const acaColdStart = 45 * time.Second
+
+// armEnv is a job's container environment with Key Vault secrets replaced by example values.
+func armEnv(t *testing.T, j armJob) map[string]string {
+	t.Helper()
+	secretValues := map[string]string{
+		"source-sasl-username":               "mm2go",
+		"source-sasl-password":               "not-a-real-password",
+		"target-sasl-username":               "mm2go",
+		"target-sasl-password":               "not-a-real-password",
+		"target-eventhubs-connection-string": "Endpoint=sb://mm2go-example.servicebus.windows.net/;SharedAccessKeyName=mm2go;SharedAccessKey=bm90LWEta2V5",
+	}
+	env := map[string]string{}
+	for _, e := range j.job.Properties.Template.Containers[0].Env {
+		switch {
+		case e.Value != nil:
+			env[*e.Name] = *e.Value
+		case e.SecretRef != nil:
+			v, ok := secretValues[*e.SecretRef]
+			if !ok {
+				t.Errorf("job %s: no example value for secret %s", j.name, *e.SecretRef)
+			}
+			env[*e.Name] = v
+		}
+	}
+	return env
+}
+
+// TestAzureMirrorJobsSplitPartitions: with deployEventJob=true the scheduled mirror and the
+// lag-driven one can run at the same moment (a lag execution still going when the schedule
+// fires, or the other way round). Both then must be members of one burst group, which splits
+// the partitions between them; without it each takes every partition: duplicates, and under
+// MM2_EXACTLY_ONCE they fence each other's transactions.
+func TestAzureMirrorJobsSplitPartitions(t *testing.T) {
+	_, jobs := evalTemplate(t, map[string]any{"deployEventJob": true})
+	groups := map[string]string{}
+	for _, j := range jobs {
+		if !j.condition || *j.job.Properties.Template.Containers[0].Name != "mirror" {
+			continue
+		}
+		cfg := loadSettings(t, "job "+j.name, armEnv(t, j))
+		if cfg == nil {
+			continue
+		}
+		if cfg.BurstGroup == "" {
+			t.Errorf("job %s: MM2_BURST_GROUP empty: it copies every partition even while the other mirror job runs", j.name)
+		}
+		if cfg.LagGroup == "" {
+			t.Errorf("job %s: MM2_LAG_GROUP empty: the lag job's scaler would never see the lag drop", j.name)
+		}
+		groups[j.name] = cfg.BurstGroup
+	}
+	if len(groups) != 2 {
+		t.Fatalf("mirror jobs deployed: %v, want mm2go-mirror and mm2go-mirror-lag", groups)
+	}
+	if groups["mm2go-mirror"] != groups["mm2go-mirror-lag"] {
+		t.Errorf("burst groups %v: the two mirror jobs must share one", groups)
+	}
+}
+
+// TestAzureTargetAuth: each targetAuth gives the functions settings they accept, with the target
+// signing in the way it says, and Key Vault references only to the secrets that way needs (a
+// reference to a secret the vault lacks fails the deployment).
+func TestAzureTargetAuth(t *testing.T) {
+	cases := []struct {
+		auth      string
+		overrides map[string]any
+		secrets   []string
+		check     func(t *testing.T, where string, env map[string]string)
+	}{
+		{auth: "eventhubs-connection-string", secrets: []string{"source-sasl-password", "source-sasl-username", "target-eventhubs-connection-string"},
+			check: func(t *testing.T, where string, env map[string]string) {
+				if env["MM2_TARGET_EVENTHUBS_CONNECTION_STRING"] == "" {
+					t.Errorf("%s: no connection string", where)
+				}
+			}},
+		{auth: "sasl", overrides: map[string]any{"targetBootstrapServers": "kafka-a.example.net:9093", "targetSaslMechanism": "SCRAM-SHA-256"},
+			secrets: []string{"source-sasl-password", "source-sasl-username", "target-sasl-password", "target-sasl-username"},
+			check: func(t *testing.T, where string, env map[string]string) {
+				cfg := loadSettings(t, where, env)
+				if cfg == nil {
+					return
+				}
+				if got := strings.Join(cfg.Target.BootstrapServers, ","); got != "kafka-a.example.net:9093" {
+					t.Errorf("%s: target bootstrap %q", where, got)
+				}
+				if cfg.Target.SASLMechanism != "SCRAM-SHA-256" || cfg.Target.SecurityProtocol != "SASL_SSL" {
+					t.Errorf("%s: target SASL %s over %s, want SCRAM-SHA-256 over SASL_SSL", where, cfg.Target.SASLMechanism, cfg.Target.SecurityProtocol)
+				}
+				if env["MM2_TARGET_EVENTHUBS_CONNECTION_STRING"] != "" {
+					t.Errorf("%s: connection string set beside SASL", where)
+				}
+			}},
+		{auth: "managed-identity", overrides: map[string]any{"targetBootstrapServers": "mm2go-example.servicebus.windows.net:9093"},
+			secrets: []string{"source-sasl-password", "source-sasl-username"},
+			check: func(t *testing.T, where string, env map[string]string) {
+				cfg := loadSettings(t, where, env)
+				if cfg == nil {
+					return
+				}
+				if cfg.Target.Azure.Auth != "managed-identity" || cfg.Target.Azure.ClientID != testIdentityClientID {
+					t.Errorf("%s: target Azure AD %q client %q, want managed-identity with the template identity's clientId %s", where, cfg.Target.Azure.Auth, cfg.Target.Azure.ClientID, testIdentityClientID)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.auth, func(t *testing.T) {
+			ov := map[string]any{"targetAuth": c.auth}
+			for k, v := range c.overrides {
+				ov[k] = v
+			}
+			_, jobs := evalTemplate(t, ov)
+			for _, j := range jobs {
+				where := "job " + j.name
+				env := armEnv(t, j)
+				loadSettings(t, where, env)
+				c.check(t, where, env)
+				var names []string
+				for _, s := range j.job.Properties.Configuration.Secrets {
+					names = append(names, *s.Name)
+				}
+				sort.Strings(names)
+				if strings.Join(names, ",") != strings.Join(c.secrets, ",") {
+					t.Errorf("%s: Key Vault secrets %v, want %v", where, names, c.secrets)
+				}
+			}
+		})
+	}
+}
+
+// TestAzureIdentityAndRoles: the template creates the jobs' user-assigned identity and gives it
+// what the jobs use it for: Key Vault Secrets User on the vault (Key Vault references) and
+// AcrPull on the registry (image pulls); every job waits for them.
+func TestAzureIdentityAndRoles(t *testing.T) {
+	const (
+		kvSecretsUser = "4633458b-17de-408a-b874-0445c86b69e6"
+		acrPull       = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+	)
+	tp, jobs, others := evalTemplateAll(t, nil)
+	identityID, _ := tp.Eval("[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', parameters('identityName'))]")
+	ids := others["Microsoft.ManagedIdentity/userAssignedIdentities"]
+	if len(ids) != 1 || ids[0].name != "mm2go-id" || !ids[0].condition {
+		t.Fatalf("identities %+v, want one named identityName (mm2go-id)", ids)
+	}
+	if ids[0].raw["location"] == nil || ids[0].raw["apiVersion"] == nil {
+		t.Errorf("identity: location and apiVersion required")
+	}
+	wantScope := map[string]string{
+		kvSecretsUser: "Microsoft.KeyVault/vaults/mm2go-kv",
+		acrPull:       "Microsoft.ContainerRegistry/registries/mm2goregistry",
+	}
+	roleNames := map[string]string{}
+	for _, ra := range others["Microsoft.Authorization/roleAssignments"] {
+		props, _ := ra.raw["properties"].(map[string]any)
+		role := fmt.Sprint(props["roleDefinitionId"])
+		want := "/subscriptions/" + armCtx.SubscriptionID + "/providers/Microsoft.Authorization/roleDefinitions/"
+		short := strings.TrimPrefix(role, want)
+		scope, ok := wantScope[short]
+		if !ok || !strings.HasPrefix(role, want) {
+			t.Errorf("role assignment %s: role %s, want Key Vault Secrets User or AcrPull", ra.name, role)
+			continue
+		}
+		roleNames[short] = ra.name
+		if !ra.condition {
+			t.Errorf("role assignment %s: not deployed with the parameters file", ra.name)
+		}
+		if ra.raw["scope"] != scope {
+			t.Errorf("role assignment %s: scope %v, want %s", ra.name, ra.raw["scope"], scope)
+		}
+		if props["principalId"] != testIdentityPrincipalID || props["principalType"] != "ServicePrincipal" {
+			t.Errorf("role assignment %s: principal %v (%v), want the identity's principalId as ServicePrincipal", ra.name, props["principalId"], props["principalType"])
+		}
+		if _, err := uuid(ra.name); err != nil {
+			t.Errorf("role assignment %s: name must be a GUID: %v", ra.name, err)
+		}
+	}
+	if len(roleNames) != 2 {
+		t.Fatalf("role assignments for %v, want Key Vault Secrets User and AcrPull", keys(roleNames))
+	}
+	for _, j := range jobs {
+		deps := map[string]bool{}
+		for _, d := range j.dependsOn {
+			deps[d] = true
+		}
+		for _, need := range []string{identityID.(string), roleNames[kvSecretsUser], roleNames[acrPull]} {
+			if !deps[need] {
+				t.Errorf("job %s: dependsOn %v lacks %s (the job would start before it can read Key Vault or pull)", j.name, j.dependsOn, need)
+			}
+		}
+	}
+	// A public image needs no AcrPull; assignRoles=false leaves both to the user.
+	_, _, others = evalTemplateAll(t, map[string]any{"registryServer": ""})
+	for _, ra := range others["Microsoft.Authorization/roleAssignments"] {
+		if ra.name == roleNames[acrPull] && ra.condition {
+			t.Errorf("AcrPull assigned with registryServer empty")
+		}
+	}
+	_, _, others = evalTemplateAll(t, map[string]any{"assignRoles": false})
+	for _, ra := range others["Microsoft.Authorization/roleAssignments"] {
+		if ra.condition {
+			t.Errorf("role assignment %s deployed with assignRoles=false", ra.name)
+		}
+	}
+}
+
+// uuid checks the 8-4-4-4-12 hex form.
+func uuid(s string) (string, error) {
+	parts := strings.Split(s, "-")
+	lens := []int{8, 4, 4, 4, 12}
+	if len(parts) != len(lens) {
+		return "", fmt.Errorf("%q is not 8-4-4-4-12 hex", s)
+	}
+	for i, p := range parts {
+		if len(p) != lens[i] || strings.Trim(p, "0123456789abcdef") != "" {
+			return "", fmt.Errorf("%q is not 8-4-4-4-12 hex", s)
+		}
+	}
+	return s, nil
 }

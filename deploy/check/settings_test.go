@@ -88,27 +88,10 @@ func TestManifestSettingsLoad(t *testing.T) {
 	}
 
 	// Azure: the evaluated env, Key Vault secrets replaced by plausible values.
-	secretValues := map[string]string{
-		"source-sasl-username":               "mm2go",
-		"source-sasl-password":               "not-a-real-password",
-		"target-eventhubs-connection-string": "Endpoint=sb://mm2go-example.servicebus.windows.net/;SharedAccessKeyName=mm2go;SharedAccessKey=bm90LWEta2V5",
-	}
 	_, jobs := evalTemplate(t, map[string]any{"deployEventJob": true})
 	for _, j := range jobs {
 		where := "Azure job " + j.name
-		env := map[string]string{}
-		for _, e := range j.job.Properties.Template.Containers[0].Env {
-			switch {
-			case e.Value != nil:
-				env[*e.Name] = *e.Value
-			case e.SecretRef != nil:
-				v, ok := secretValues[*e.SecretRef]
-				if !ok {
-					t.Errorf("%s: no test value for secret %s", where, *e.SecretRef)
-				}
-				env[*e.Name] = v
-			}
-		}
+		env := armEnv(t, j)
 		cfg := loadSettings(t, where, env)
 		if cfg != nil && len(cfg.Target.BootstrapServers) == 0 {
 			t.Errorf("%s: no target bootstrap servers derived from the Event Hubs connection string", where)

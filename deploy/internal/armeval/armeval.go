@@ -4,12 +4,14 @@
 //
 // Supported: string literals ('it”s'), integers, true/false via functions, property access
 // (.name) and indexes ([0], ['key']), and the functions parameters, variables, format, concat,
-// resourceId, resourceGroup, subscription, if, empty, equals, not, createArray, createObject,
-// string and toLower. Anything else is an error, so a template that starts using more fails
-// its test instead of being half-checked.
+// resourceId, subscriptionResourceId, resourceGroup, subscription, environment, reference,
+// guid, split, if, and, or, empty, equals, not, createArray, createObject, string and toLower.
+// Anything else is an error, so a template that starts using more fails its test instead of
+// being half-checked. README.md lists what is left out and where the semantics differ.
 package armeval
 
 import (
+	"crypto/sha1"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -23,6 +25,10 @@ type Context struct {
 	SubscriptionID string
 	ResourceGroup  string
 	Location       string
+	// References are the runtime properties reference() returns, by full resource ID (what
+	// ARM would read from the deployed resource, e.g. an identity's clientId and principalId).
+	// A reference() to an ID not listed is an error.
+	References map[string]map[string]any
 }
 
 // Template is an ARM deployment template, partly evaluated.
@@ -508,6 +514,102 @@ func (t *Template) call(name string, args []any) (any, error) {
 			"name": t.ctx.ResourceGroup, "location": t.ctx.Location,
 			"id": fmt.Sprintf("/subscriptions/%s/resourceGroups/%s", t.ctx.SubscriptionID, t.ctx.ResourceGroup),
 		}, nil
+	case "subscriptionresourceid":
+		if len(args) < 2 {
+			return nil, fmt.Errorf("subscriptionResourceId needs a type and a name")
+		}
+		typ, err := str(0)
+		if err != nil {
+			return nil, err
+		}
+		parts := strings.SplitN(typ, "/", 2)
+		if len(parts) != 2 || strings.Count(parts[1], "/") != len(args)-2 {
+			return nil, fmt.Errorf("subscriptionResourceId(%q): %d names for the type's segments", typ, len(args)-1)
+		}
+		id := fmt.Sprintf("/subscriptions/%s/providers/%s", t.ctx.SubscriptionID, parts[0])
+		for i, seg := range strings.Split(parts[1], "/") {
+			n, err := str(i + 1)
+			if err != nil {
+				return nil, err
+			}
+			id += "/" + seg + "/" + n
+		}
+		return id, nil
+	case "environment":
+		if err := want(0); err != nil {
+			return nil, err
+		}
+		// The public cloud's values (AzureCloud).
+		return map[string]any{
+			"name": "AzureCloud",
+			"suffixes": map[string]any{
+				"keyvaultDns": ".vault.azure.net", "acrLoginServer": ".azurecr.io", "storage": "core.windows.net",
+			},
+		}, nil
+	case "reference":
+		if len(args) < 1 || len(args) > 3 {
+			return nil, fmt.Errorf("reference takes 1 to 3 arguments, got %d", len(args))
+		}
+		id, err := str(0)
+		if err != nil {
+			return nil, err
+		}
+		props, ok := t.ctx.References[id]
+		if !ok {
+			return nil, fmt.Errorf("reference(%q): no runtime properties given for this resource (Context.References)", id)
+		}
+		return props, nil
+	case "guid":
+		if len(args) < 1 {
+			return nil, fmt.Errorf("guid needs at least one argument")
+		}
+		parts := make([]string, len(args))
+		for i := range args {
+			p, err := str(i)
+			if err != nil {
+				return nil, err
+			}
+			parts[i] = p
+		}
+		// Deterministic like ARM's (same inputs, same GUID), not ARM's exact value.
+		h := sha1.Sum([]byte(strings.Join(parts, "-")))
+		h[6] = h[6]&0x0f | 0x50
+		h[8] = h[8]&0x3f | 0x80
+		return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16]), nil
+	case "split":
+		if err := want(2); err != nil {
+			return nil, err
+		}
+		s, err := str(0)
+		if err != nil {
+			return nil, err
+		}
+		sep, err := str(1)
+		if err != nil {
+			return nil, err
+		}
+		var out []any
+		for _, p := range strings.Split(s, sep) {
+			out = append(out, p)
+		}
+		return out, nil
+	case "and", "or":
+		if len(args) < 2 {
+			return nil, fmt.Errorf("%s needs at least two arguments", name)
+		}
+		acc := strings.ToLower(name) == "and"
+		for i, a := range args {
+			b, ok := a.(bool)
+			if !ok {
+				return nil, fmt.Errorf("%s: argument %d is %T, want bool", name, i+1, a)
+			}
+			if strings.ToLower(name) == "and" {
+				acc = acc && b
+			} else {
+				acc = acc || b
+			}
+		}
+		return acc, nil
 	case "subscription":
 		if err := want(0); err != nil {
 			return nil, err
