@@ -47,3 +47,9 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o dist/bin/ ./functions/...
 	cd deploy && $(GO) run ./cmd/mkimage -bin ../dist/bin -o ../dist/mm2go-image.tar -oci-layout ../dist/mm2go-oci \
 		-tag $(IMAGE_TAG) -revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%ct 2>/dev/null)"
+
+## chart: package the Helm chart (lint --strict first) into dist/mm2go-<version>.tgz, the file
+## `helm push dist/mm2go-0.1.0.tgz oci://registry.example.com/charts` publishes. Offline.
+.PHONY: chart
+chart:
+	cd deploy && $(GO) run ./cmd/mkchart -chart helm/mm2go -o ../dist -created "$$(git log -1 --format=%ct 2>/dev/null)"

@@ -2,14 +2,14 @@ package check
 
 import (
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
 )
 
 const chartDir = "deploy/helm/mm2go"
@@ -23,38 +23,52 @@ func loadChart(t testing.TB) *chart.Chart {
 	return ch
 }
 
-// renderChart renders the chart as `helm install mm2go -n mm2go [-f valuesFile]` does, with
-// Helm's own library: values coalesced with the chart's defaults and checked against
-// values.schema.json, templates rendered in strict mode (a missing value is an error).
-func renderChart(t testing.TB, ch *chart.Chart, vals map[string]any) (map[string]string, error) {
+// installDryRun is `helm install NAME chart -n mm2go --dry-run=client [-f values]` through
+// Helm v4's own install action: values coalesced with the chart's defaults and checked
+// against values.schema.json, templates rendered in strict mode, hooks and NOTES.txt split
+// out, and the manifest parsed as Kubernetes objects, with no cluster.
+func installDryRun(t testing.TB, ch *chart.Chart, name string, vals map[string]any) (*release.Release, error) {
 	t.Helper()
-	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "mm2go", Namespace: testNamespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	inst := action.NewInstall(action.NewConfiguration())
+	inst.DryRunStrategy = action.DryRunClient
+	inst.ReleaseName = name
+	inst.Namespace = testNamespace
+	kv, err := common.ParseKubeVersion("v1.33.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.KubeVersion = kv
+	r, err := inst.RunWithContext(t.Context(), ch, vals)
 	if err != nil {
 		return nil, err
 	}
-	return engine.Engine{Strict: true}.Render(ch, rv)
+	rel, ok := r.(*release.Release)
+	if !ok {
+		t.Fatalf("install returned a %T", r)
+	}
+	return rel, nil
 }
 
-// chartDocs renders and splits the output into documents.
+// renderChart renders the chart as release mm2go; the error is the install's.
+func renderChart(t testing.TB, ch *chart.Chart, vals map[string]any) (*release.Release, error) {
+	t.Helper()
+	return installDryRun(t, ch, "mm2go", vals)
+}
+
+// chartDocs renders the chart as release mm2go and splits its manifest (hooks apart) into
+// documents.
 func chartDocs(t testing.TB, ch *chart.Chart, vals map[string]any) []doc {
 	t.Helper()
-	out, err := renderChart(t, ch, vals)
+	return releaseDocs(t, ch, "mm2go", vals)
+}
+
+func releaseDocs(t testing.TB, ch *chart.Chart, name string, vals map[string]any) []doc {
+	t.Helper()
+	rel, err := installDryRun(t, ch, name, vals)
 	if err != nil {
-		t.Fatalf("helm template: %v", err)
+		t.Fatalf("helm install --dry-run %s: %v", name, err)
 	}
-	names := make([]string, 0, len(out))
-	for n := range out {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var docs []doc
-	for _, n := range names {
-		if !strings.HasSuffix(n, ".yaml") {
-			continue
-		}
-		docs = append(docs, readDocs(t, n, []byte(out[n]))...)
-	}
-	return docs
+	return readDocs(t, "helm release "+name, []byte(rel.Manifest))
 }
 
 // chartCase is one documented way to install the chart.
@@ -77,11 +91,11 @@ func (c chartCase) values(t testing.TB) map[string]any {
 	if c.file == "" {
 		return map[string]any{}
 	}
-	v, err := chartutil.ReadValuesFile(filepath.Join(repoRoot(t), chartDir, c.file))
+	v, err := common.ReadValuesFile(filepath.Join(repoRoot(t), chartDir, c.file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return map[string]any(v)
 }
 
 // renderCase renders one case and decodes it with the Secret templates of its shape.

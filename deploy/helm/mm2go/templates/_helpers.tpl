@@ -1,3 +1,30 @@
+{{/*
+The prefix of every object name: the release name, followed by the chart name unless the
+release name already holds it ("mm2go" gives mm2go-mirror, "eu" gives eu-mm2go-mirror), so
+two releases in one namespace share no object. fullnameOverride replaces it.
+*/}}
+{{- define "mm2go.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end -}}
+
+{{/* The name of one object: the prefix and a suffix. Arguments: root, suffix. */}}
+{{- define "mm2go.name" -}}
+{{- printf "%s-%s" (include "mm2go.fullname" .root) .suffix -}}
+{{- end -}}
+
+{{- define "mm2go.settingsName" -}}{{ include "mm2go.name" (dict "root" . "suffix" "settings") }}{{- end -}}
+{{- define "mm2go.serviceAccountName" -}}{{ .Values.serviceAccount.name | default (include "mm2go.fullname" .) }}{{- end -}}
+{{- define "mm2go.lagGroup" -}}{{ .Values.keda.lagGroup | default (include "mm2go.name" (dict "root" . "suffix" "lag")) }}{{- end -}}
+{{- define "mm2go.burstGroup" -}}{{ .Values.keda.burstGroup | default (include "mm2go.name" (dict "root" . "suffix" "burst")) }}{{- end -}}
+{{- define "mm2go.knativeGroup" -}}{{ .Values.knative.consumerGroup | default (include "mm2go.name" (dict "root" . "suffix" "mirror-knative")) }}{{- end -}}
+{{- define "mm2go.audience" -}}{{ .Values.knative.audience | default (include "mm2go.fullname" .) }}{{- end -}}
+
 {{/* Labels of every object. */}}
 {{- define "mm2go.labels" -}}
 app.kubernetes.io/part-of: mm2go
@@ -6,8 +33,43 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* repository:tag, tag defaulting to the chart's appVersion; a digest pins it (repository:tag@digest). */}}
 {{- define "mm2go.image" -}}
-{{ printf "%s:%s" .Values.image.repository .Values.image.tag }}
+{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{ $ref }}
+{{- end -}}
+
+{{/* Pod template annotations: the settings' checksum (a change of the ConfigMap rolls new pods
+and a new Knative Revision) and podAnnotations. Arguments: root, extra (dict, may be empty). */}}
+{{- define "mm2go.podAnnotations" -}}
+checksum/settings: {{ include (print .root.Template.BasePath "/configmap.yaml") .root | sha256sum }}
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
+{{- with .root.Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Scheduling and pull secrets of every pod. */}}
+{{- define "mm2go.podScheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* Whether any cluster signs in with Azure workload identity. */}}
@@ -52,7 +114,7 @@ azure.workload.identity/use: "true"
 
 {{/* One function container. Arguments: root, fn, cmd ("run" or "serve"). */}}
 {{- define "mm2go.container" -}}
-- name: {{ .fn }}
+- name: {{ get . "name" | default .fn }}
   image: {{ include "mm2go.image" .root }}
   imagePullPolicy: {{ .root.Values.image.pullPolicy }}
   command: ["/usr/local/bin/{{ .fn }}"]
@@ -61,10 +123,10 @@ azure.workload.identity/use: "true"
   ports:
     - name: http1
       containerPort: 8080
+  # No periodSeconds (nor timeoutSeconds, which Knative then refuses): the queue-proxy probes
+  # every few milliseconds until the pod is ready, so a cold start waits for /readyz only.
   readinessProbe:
     httpGet: {path: /readyz}
-    periodSeconds: 10
-    timeoutSeconds: 6
   livenessProbe:
     httpGet: {path: /healthz}
     periodSeconds: 20
@@ -72,7 +134,7 @@ azure.workload.identity/use: "true"
   {{- end }}
   envFrom:
     - configMapRef:
-        name: mm2go-settings
+        name: {{ include "mm2go.settingsName" .root }}
   env:
     {{- include "mm2go.env" .root | nindent 4 }}
   resources:
@@ -94,8 +156,11 @@ azure.workload.identity/use: "true"
 metadata:
   labels:
     {{- include "mm2go.podLabels" (dict "root" .root "name" (printf "mm2go-%s" .fn)) | nindent 4 }}
+  annotations:
+    {{- include "mm2go.podAnnotations" (dict "root" .root "extra" dict) | nindent 4 }}
 spec:
-  serviceAccountName: {{ .root.Values.serviceAccount.name }}
+  serviceAccountName: {{ include "mm2go.serviceAccountName" .root }}
+  {{- include "mm2go.podScheduling" .root | nindent 2 }}
   {{- if not (include "mm2go.workloadIdentity" .root) }}
   automountServiceAccountToken: false
   {{- end }}
