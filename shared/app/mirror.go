@@ -238,11 +238,8 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 		return &cli.ConfigError{Err: err}
 	}
 	if mirrorevents.Mode(cfg.EventMode) == mirrorevents.ModePayload {
-		if err := serve.CheckPayloadAuth(cfg.SenderAuth(), cfg.PayloadAllowUnauthenticated); err != nil {
+		if err := serve.CheckPayloadAuth(cfg.SenderAuth()); err != nil {
 			return &cli.ConfigError{Err: err}
-		}
-		if !cfg.SenderAuth().Enabled() {
-			env.Logger.Warn("payload mode without sender authentication (MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true): anyone who can reach this service can write records to the target")
 		}
 	}
 	e, err := meteredEngine(ctx, env, func(o *engine.Options) {

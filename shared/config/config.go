@@ -111,14 +111,13 @@ type Config struct {
 	Port                  int           `envconfig:"PORT" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
 
 	// Sender authentication of the serve sub-commands (shared/serve, docs/events.md).
-	ServeOIDCIssuer             string   `envconfig:"MM2_SERVE_OIDC_ISSUER" scope:"env" desc:"serve: accept only events carrying an OIDC bearer token (Knative Eventing sender authentication) from this issuer URL, e.g. the cluster's service account issuer https://kubernetes.default.svc.cluster.local (empty: no sender authentication)"`
-	ServeOIDCAudience           string   `envconfig:"MM2_SERVE_OIDC_AUDIENCE" scope:"env" desc:"serve: the audience the tokens must be issued for: the sink audience set on the KafkaSource/PingSource (required with MM2_SERVE_OIDC_ISSUER)"`
-	ServeOIDCAllowedSubjects    []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
-	ServeOIDCCAFile             string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
-	ServeOIDCIssuerTokenFile    string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests, for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
-	PayloadAllowUnauthenticated bool     `envconfig:"MM2_PAYLOAD_ALLOW_UNAUTHENTICATED" fn:"mirror" scope:"env" default:"false" desc:"mirror serve: allow MM2_EVENT_MODE=payload without sender authentication, accepting records from anyone who can reach the service"`
-	ConfigFile                  string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	Flow                        string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
+	ServeOIDCIssuer          string   `envconfig:"MM2_SERVE_OIDC_ISSUER" scope:"env" desc:"serve: accept only events carrying an OIDC bearer token (Knative Eventing sender authentication) from this issuer URL, e.g. the cluster's service account issuer https://kubernetes.default.svc.cluster.local (empty: no sender authentication)"`
+	ServeOIDCAudience        string   `envconfig:"MM2_SERVE_OIDC_AUDIENCE" scope:"env" desc:"serve: the audience the tokens must be issued for: the sink audience set on the KafkaSource/PingSource (required with MM2_SERVE_OIDC_ISSUER)"`
+	ServeOIDCAllowedSubjects []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
+	ServeOIDCCAFile          string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
+	ServeOIDCIssuerTokenFile string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests, for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
+	ConfigFile               string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	Flow                     string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }
 
 // SenderAuth is the serve sub-commands' sender authentication settings.

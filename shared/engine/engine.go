@@ -211,6 +211,7 @@ type Engine struct {
 	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
 	gaps    gapBook      // gaps planning found, until the run's summary reports them
 	known   durable      // what this process made durable on the target, per source partition
+	srcEnds durable      // payload mode: the source partitions' ends last seen (sourceHolds)
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It

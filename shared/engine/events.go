@@ -121,6 +121,9 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	case !ok || next < rec.Offset:
 		return fmt.Errorf("writing %s offset %d (next to copy: %d, known %v): %w", tp, rec.Offset, next, ok, ErrBehind)
 	}
+	if err := e.sourceHolds(ctx, tp, rec.Offset); err != nil {
+		return err
+	}
 	remote := e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)
 	if _, err := e.prepareOne(ctx, topic, partition); err != nil {
 		return err
@@ -158,6 +161,30 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	c.settle(cancel)
 	_, err = c.summary(start, ReasonDone)
 	return err
+}
+
+// sourceHolds returns an error wrapping ErrNoSuchRecord unless the source partition's end lies
+// beyond offset: a payload event may not stand for a record the source does not hold (yet), as
+// fetch mode refuses such an offset. Ends only grow, so the last end seen answers most calls
+// without a request.
+func (e *Engine) sourceHolds(ctx context.Context, tp TP, offset int64) error {
+	if end, ok := e.srcEnds.get(tp); ok && end > offset {
+		return nil
+	}
+	_, ends, err := cluster.ListOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, tp.Topic)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	end, found := ends.Lookup(tp.Topic, tp.Partition)
+	if !found || end.Err != nil {
+		return fmt.Errorf("end offset of source partition %s: %v", tp, end.Err)
+	}
+	if end.Offset <= offset {
+		e.srcEnds.forget(tp) // the partition may have started over
+		return fmt.Errorf("offset %d of %s: %w (end %d)", offset, tp, ErrNoSuchRecord, end.Offset)
+	}
+	e.srcEnds.advance(tp, end.Offset)
+	return nil
 }
 
 // hold makes tp busy (no shared copy takes or sweeps it) until release is called, waiting while

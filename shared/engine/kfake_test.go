@@ -435,7 +435,8 @@ func TestFakeWriteRecordAt(t *testing.T) {
 	if err := e.WriteRecordAt(ctx, "orders", 0, &kgo.Record{Offset: 3, Value: []byte("early")}); !errors.Is(err, ErrBehind) {
 		t.Fatalf("record ahead of the next offset: %v, want ErrBehind", err)
 	}
-	for range 2 { // the second is a redelivery
+	f.produce("orders", 1, 1) // the record the payload stands for
+	for range 2 {             // the second is a redelivery
 		if err := e.WriteRecordAt(ctx, "orders", 0, rec); err != nil {
 			t.Fatal(err)
 		}

@@ -110,7 +110,12 @@ func (c *EngineCopier) Burst(ctx context.Context) (any, error) {
 	return sum, nil
 }
 
-// WriteAt writes one payload record with its offset sync and position (engine.WriteRecordAt).
+// WriteAt writes one payload record with its offset sync and position (engine.WriteRecordAt);
+// an offset at or beyond the source partition's end is no record of it and is permanent.
 func (c *EngineCopier) WriteAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error {
-	return c.e.WriteRecordAt(ctx, topic, partition, rec)
+	err := c.e.WriteRecordAt(ctx, topic, partition, rec)
+	if errors.Is(err, engine.ErrNoSuchRecord) {
+		return Permanent(err)
+	}
+	return err
 }

@@ -252,12 +252,13 @@ func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
 
 // ErrNoSenderAuth is returned by CheckPayloadAuth.
 var ErrNoSenderAuth = errors.New("MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record, so it must know who sent the event: " +
-	"turn on sender authentication (" + EnvOIDCIssuer + " and " + EnvOIDCAudience + ", see docs/events.md) " +
-	"or set MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true to accept events from anyone who can reach the service")
+	"turn on sender authentication (" + EnvOIDCIssuer + ", " + EnvOIDCAudience + " and " + EnvOIDCAllowedSubjects +
+	" naming the KafkaSource's OIDC service account, see docs/events.md) or use MM2_EVENT_MODE=fetch, which needs no trusted sender")
 
-// CheckPayloadAuth refuses payload mode without sender authentication unless allowUnauthenticated.
-func CheckPayloadAuth(cfg SenderAuthConfig, allowUnauthenticated bool) error {
-	if cfg.Enabled() || allowUnauthenticated {
+// CheckPayloadAuth refuses payload mode unless sender authentication is on with a subject list:
+// without one any workload able to get a token for the audience could write records.
+func CheckPayloadAuth(cfg SenderAuthConfig) error {
+	if cfg.Enabled() && len(cfg.AllowedSubjects) > 0 {
 		return nil
 	}
 	return ErrNoSenderAuth

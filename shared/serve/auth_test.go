@@ -189,15 +189,16 @@ func TestSenderAuthSettings(t *testing.T) {
 	}
 }
 
+// TestCheckPayloadAuth: payload mode needs sender authentication and a subject list (the
+// dispatcher's identity): issuer and audience alone let any workload of the issuer write records.
 func TestCheckPayloadAuth(t *testing.T) {
-	if err := CheckPayloadAuth(SenderAuthConfig{}, false); !errors.Is(err, ErrNoSenderAuth) {
-		t.Errorf("payload without sender auth: %v, want ErrNoSenderAuth", err)
+	for _, cfg := range []SenderAuthConfig{{}, {Issuer: "https://i", Audience: "a"}} {
+		if err := CheckPayloadAuth(cfg); !errors.Is(err, ErrNoSenderAuth) || !strings.Contains(err.Error(), EnvOIDCAllowedSubjects) {
+			t.Errorf("payload with %+v: %v, want ErrNoSenderAuth naming %s", cfg, err, EnvOIDCAllowedSubjects)
+		}
 	}
-	if err := CheckPayloadAuth(SenderAuthConfig{}, true); err != nil {
-		t.Errorf("payload explicitly allowed unauthenticated: %v", err)
-	}
-	if err := CheckPayloadAuth(SenderAuthConfig{Issuer: "https://i", Audience: "a"}, false); err != nil {
-		t.Errorf("payload with sender auth: %v", err)
+	if err := CheckPayloadAuth(SenderAuthConfig{Issuer: "https://i", Audience: "a", AllowedSubjects: []string{"system:serviceaccount:ns:src"}}); err != nil {
+		t.Errorf("payload with sender auth and a subject list: %v", err)
 	}
 }
 

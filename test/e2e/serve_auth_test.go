@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ import (
 func TestMirrorServeSenderAuth(t *testing.T) {
 	c := testkit.Require(t)
 	iss := oidcissuer.Start(t, oidcissuer.Options{})
-	const sender = "system:serviceaccount:mm2go:mm2go-mirror-oidc-sources.knative.dev-kafkasource"
+	const sender = kafkaSourceSubject
 	topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "auth"), 1, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
 	// The record the events stand for, at offset 0 (the first event of a partition is copied
@@ -39,7 +40,7 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 		cmd.Env = MirrorEnv(c, topic, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array", "PORT=8089") // refused before it listens
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true") {
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "MM2_SERVE_OIDC_ALLOWED_SUBJECTS") {
 			t.Fatalf("mirror serve in payload mode without sender auth: %v, want exit 2 naming the settings:\n%s", err, out)
 		}
 	})
@@ -71,13 +72,15 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 
-	// post sends the record event of source offset 0 of the topic.
-	post := func(t *testing.T, token string) (int, string) {
+	// post sends the record event of source offset 0 of the topic, postAt that of another offset.
+	var postAt func(t *testing.T, token string, off int) (int, string)
+	post := func(t *testing.T, token string) (int, string) { return postAt(t, token, 0) }
+	postAt = func(t *testing.T, token string, off int) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, base+"/", strings.NewReader("payload-value"))
-		for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "partition:0/offset:0", "ce-type": "dev.knative.kafka.event",
-			"ce-source": "/apis/v1/namespaces/mm2go/kafkasources/mm2go-mirror#" + topic, "ce-subject": "partition:0#0",
-			"ce-partition": "0", "ce-offset": "0", "ce-key": "a2V5", "Content-Type": "text/plain"} {
+		for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": fmt.Sprintf("partition:0/offset:%d", off), "ce-type": "dev.knative.kafka.event",
+			"ce-source": "/apis/v1/namespaces/mm2go/kafkasources/mm2go-mirror#" + topic, "ce-subject": fmt.Sprintf("partition:0#%d", off),
+			"ce-partition": "0", "ce-offset": strconv.Itoa(off), "ce-key": "a2V5", "Content-Type": "text/plain"} {
 			req.Header.Set(k, v)
 		}
 		if token != "" {
@@ -112,5 +115,14 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 	got := testkit.ReadAll(t, c.Target.Bootstrap, "source."+topic)
 	if len(got) != 1 || string(got[0].Value) != "payload-value" || string(got[0].Key) != "key" {
 		t.Fatalf("target holds %d records, want the trusted event's record (key \"key\", value \"payload-value\")", len(got))
+	}
+	// A trusted sender's event for an offset the source does not hold (its end, 1) is refused
+	// for good and writes nothing: it could not be the copy of a source record.
+	if code, body := postAt(t, iss.Token(oidcissuer.DefaultIssuer, sender, "x", "mm2go", ""), 1); code != http.StatusBadRequest ||
+		!strings.Contains(body, "no such record in the source partition") {
+		t.Fatalf("payload event beyond the source's end: answer %d %q, want 400 naming the missing record", code, body)
+	}
+	if got := testkit.ReadAll(t, c.Target.Bootstrap, "source."+topic); len(got) != 1 {
+		t.Fatalf("target holds %d records after the event beyond the source's end, want 1", len(got))
 	}
 }

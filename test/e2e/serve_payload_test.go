@@ -1,7 +1,15 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,6 +17,7 @@ import (
 
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/dispatcher"
+	"github.com/mm2go/mm2go/test/testkit/oidcissuer"
 )
 
 // TestServeGenuineDispatcherPayload: payload mode (key type byte-array, as shipped) under the
@@ -21,15 +30,20 @@ func TestServeGenuineDispatcherPayload(t *testing.T) {
 	tp := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gpo"), 2, nil)
 	tu := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "gpu"), 2, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+tp, "source."+tu)
-	fn := startServe(t, c, c.Target.Bootstrap, tp+","+tu, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array", "MM2_PAYLOAD_ALLOW_UNAUTHENTICATED=true")
-	cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, fn.URL)
+	// Payload mode trusts only its KafkaSource's OIDC identity. The dispatcher kit runs without a
+	// Kubernetes API to request that token from, so a proxy in front of the function adds it.
+	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	fn := startServe(t, c, c.Target.Bootstrap, tp+","+tu, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array",
+		"MM2_SERVE_OIDC_ISSUER="+iss.Issuer(oidcissuer.DefaultIssuer), "MM2_SERVE_OIDC_AUDIENCE=mm2go", "MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+kafkaSourceSubject)
+	sink := bearerProxy(t, fn.URL, iss.Token(oidcissuer.DefaultIssuer, kafkaSourceSubject, "x", "mm2go", ""))
+	cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, sink)
 	if cfg.KeyType != dispatcher.KeyByteArray {
 		t.Fatalf("knative/kafkasource.yaml ships key type %s; payload mode needs byte-array", cfg.KeyType)
 	}
 	// A forwarded CloudEvent record keeps its own source: the topic comes from ceOverrides.
 	cfg.CEOverrides = map[string]string{"mm2gotopic": tp}
 	dOrd := dispatcher.New(t, cfg)
-	cfgU := shippedDelivery(t, c.Source.Bootstrap, []string{tu}, fn.URL)
+	cfgU := shippedDelivery(t, c.Source.Bootstrap, []string{tu}, sink)
 	cfgU.Unordered = true
 	dUn := dispatcher.New(t, cfgU)
 	dispatcher.StartAll(t, dOrd, dUn)
@@ -109,4 +123,60 @@ func TestServeGenuineDispatcherPayload(t *testing.T) {
 		}
 	}
 	testkit.AssertSameRecords(t, wantU, gotU)
+}
+
+// kafkaSourceSubject is the OIDC subject of the shipped KafkaSource (knative/kafkasource.yaml).
+const kafkaSourceSubject = "system:serviceaccount:mm2go:mm2go-mirror-oidc-sources.knative.dev-kafkasource"
+
+// bearerProxy returns the URL of a proxy to target that adds Authorization: Bearer token to
+// every request, as the dispatcher does when its sink has an audience. It forwards each request
+// as it came, on its own connection: httputil.ReverseProxy would add Content-Length: 0 to a
+// request without a body, which turns a null record value into an empty one.
+func bearerProxy(t *testing.T, target, token string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer conn.Close()
+		h := r.Header.Clone()
+		h.Set("Authorization", "Bearer "+token)
+		h.Set("Connection", "close")
+		if len(r.TransferEncoding) > 0 { // a chunked body arrives whole: forward its length
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+		}
+		var req bytes.Buffer
+		fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\n", r.Method, r.URL.RequestURI(), u.Host)
+		_ = h.Write(&req)
+		req.WriteString("\r\n")
+		req.Write(body)
+		if _, err := conn.Write(req.Bytes()); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
 }
