@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/mm2"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -222,6 +224,43 @@ func TestMirrorSIGTERM(t *testing.T) {
 	}
 }
 
+// awaitPositionsAtEnd waits (at most 2 minutes) until mm2-offsets.source.internal on the
+// target holds, for every partition of the source topic, the position of its last record
+// (end offset - 1): MM2 (or mm2go) has stored where it stopped, so a later run starts there.
+func awaitPositionsAtEnd(t *testing.T, c testkit.Clusters, topic string) {
+	t.Helper()
+	ctx := testkit.Context(t, 3*time.Minute)
+	ends, err := testkit.Admin(t, c.Source.Bootstrap).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[int32]int64
+	testkit.WaitFor(t, 2*time.Minute, "the positions of "+topic+" at its end in mm2-offsets.source.internal", func() bool {
+		recs, err := testkit.ReadAllErr(ctx, c.Target.Bootstrap, "mm2-offsets.source.internal")
+		if err != nil {
+			return false
+		}
+		last = map[int32]int64{}
+		for _, r := range recs {
+			k, err := mm2.DecodeOffsetKey(r.Key)
+			if err != nil || k.Connector != mm2.SourceConnector || k.Cluster != "source" || k.Topic != topic {
+				continue
+			}
+			if v, err := mm2.DecodeOffsetValue(r.Value); err == nil {
+				last[k.Partition] = v
+			}
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if p, ok := last[o.Partition]; !ok || p != o.Offset-1 {
+				done = false
+			}
+		})
+		return done
+	})
+	t.Logf("positions of %s at its end: %v", topic, last)
+}
+
 // TestMirrorThenRealMM2: after an mm2go burst, genuine MirrorMaker 2 on the same clusters
 // resumes from mm2go's positions: it copies the new records and none twice.
 func TestMirrorThenRealMM2(t *testing.T) {
@@ -248,7 +287,7 @@ func TestMirrorThenRealMM2(t *testing.T) {
 		return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 400
 	})
 	t.Logf("MirrorMaker 2 copied the new records %s after its start", time.Since(began).Round(time.Millisecond))
-	time.Sleep(3 * time.Second) // would MM2 re-copy anything, give it the time to
+	awaitPositionsAtEnd(t, c, topic)
 	testkit.StopMM2(t, name)
 	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
 }
@@ -268,7 +307,7 @@ func TestRealMM2ThenMirror(t *testing.T) {
 	testkit.WaitFor(t, 2*time.Minute, "MirrorMaker 2 to copy the topic", func() bool {
 		return EndOffsetsSum(ctx, c.Target.Bootstrap, remote) >= 250
 	})
-	time.Sleep(2 * time.Second) // one more offset flush (offset.flush.interval.ms=1000)
+	awaitPositionsAtEnd(t, c, topic)
 	testkit.StopMM2(t, name)
 
 	testkit.Produce(t, c.Source.Bootstrap, all[250:]...)
