@@ -16,9 +16,11 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 )
 
-// TestTopicBatcher: 40 concurrent creations (each topic asked for twice, as two partitions'
-// first events would) go out in a few requests, every topic is created once with its own
-// partition count, and a refused topic fails only its own callers.
+// TestTopicBatcher: 41 concurrent creations made while a first one's request is in flight
+// (each topic asked for twice, as two partitions' first events would) go out together in one
+// more request, every topic is created once with its own partition count, and a refused topic
+// fails only its own callers. The first CreateTopics is held until the other 41 calls are
+// queued.
 func TestTopicBatcher(t *testing.T) {
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -26,10 +28,13 @@ func TestTopicBatcher(t *testing.T) {
 	}
 	defer fake.Close()
 	var requests atomic.Int32
+	inFlight, release := make(chan struct{}), make(chan struct{})
 	fake.ControlKey(int16(kmsg.CreateTopics), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
-		requests.Add(1)
-		time.Sleep(20 * time.Millisecond) // a controller's commit: later calls queue meanwhile
+		if requests.Add(1) == 1 {
+			close(inFlight)
+			<-release // a controller's commit: later calls queue meanwhile
+		}
 		req := r.(*kmsg.CreateTopicsRequest)
 		for _, rt := range req.Topics {
 			if rt.Topic == "refused" {
@@ -60,17 +65,38 @@ func TestTopicBatcher(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, 42)
-	for i := range 40 {
+	call := func(i int) {
 		wg.Go(func() {
 			name := fmt.Sprintf("t%d", i/2)
+			if i >= 40 {
+				name = "refused"
+			}
 			errs[i] = b.create(ctx, cl, []cluster.NewTopic{{Name: name, Partitions: int32(i/2%3 + 1), ReplicationFactor: 1}})
 		})
 	}
-	for i := 40; i < 42; i++ {
-		wg.Go(func() {
-			errs[i] = b.create(ctx, cl, []cluster.NewTopic{{Name: "refused", Partitions: 1, ReplicationFactor: 1}})
-		})
+	// The first call's request is in flight before the others come.
+	call(0)
+	select {
+	case <-inFlight:
+	case <-ctx.Done():
+		t.Fatal("no CreateTopics request")
 	}
+	for i := 1; i < 42; i++ {
+		call(i)
+	}
+	queued := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue)
+	}
+	for queued() < 41 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d calls queued behind the first request, want 41", queued())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(release)
 	wg.Wait()
 	for i := range 40 {
 		if errs[i] != nil {
@@ -82,8 +108,8 @@ func TestTopicBatcher(t *testing.T) {
 			t.Errorf("refused topic: error %v, want one naming it", errs[i])
 		}
 	}
-	if n := requests.Load(); n < 1 || n > 5 {
-		t.Errorf("%d CreateTopics requests for 42 concurrent calls, want a few", n)
+	if n := requests.Load(); n != 2 {
+		t.Errorf("%d CreateTopics requests for 42 concurrent calls, want 2 (the first, then the other 41 together)", n)
 	}
 	st, err := cluster.DescribeTopics(ctx, cl, "t0", "t1", "t2", "t19")
 	if err != nil {
