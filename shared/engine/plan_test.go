@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/policy"
+	"github.com/mm2go/mm2go/test/testkit"
 )
 
 // planFlow is a flow between two kfake clusters: planning and copy rules without brokers.
@@ -306,6 +307,53 @@ func TestPlanEndIsLastStableOffset(t *testing.T) {
 		}
 	}
 	_ = txn.EndTransaction(ctx, kgo.TryAbort)
+}
+
+// TestPlanEndIsLastStableOffsetBroker is TestPlanEndIsLastStableOffset on the harness source
+// broker, whose transactions are the real ones: with a transaction left open, read_committed
+// plans end at the last stable offset (the open transaction's first record) and at-least-once
+// plans at the high watermark; once it is aborted both end past its marker.
+func TestPlanEndIsLastStableOffsetBroker(t *testing.T) {
+	c := testkit.Require(t)
+	src := c.Source.Bootstrap
+	topic := testkit.CreateTopic(t, src, testkit.Name(t, "lso"), 1, nil)
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 3)...) // offsets 0-2
+	txn := testkit.Client(t, src, kgo.TransactionalID(testkit.Name(t, "open")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := testkit.Context(t, time.Minute)
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("open")}).FirstErr(); err != nil { // offset 3
+		t.Fatal(err)
+	}
+	testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 2)...) // offsets 4-5
+	f := newFlow(t, topic)
+	end := func(committed bool) int64 {
+		t.Helper()
+		f.opts.ReadCommitted = committed
+		pl, err := f.engine().Plan(ctx)
+		if err != nil {
+			t.Fatalf("plan: %v", err)
+		}
+		if len(pl.Partitions) != 1 {
+			t.Fatalf("plan of %d partitions, want 1", len(pl.Partitions))
+		}
+		return pl.Partitions[0].End
+	}
+	if e := end(false); e != 6 {
+		t.Errorf("transaction open, at-least-once: end %d, want 6", e)
+	}
+	if e := end(true); e != 3 {
+		t.Errorf("transaction open, read_committed: end %d, want 3", e)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator answers before the marker (offset 6) is written: wait for it.
+	testkit.WaitFor(t, 30*time.Second, "the abort marker", func() bool { return end(false) == 7 })
+	if e := end(true); e != 7 {
+		t.Errorf("transaction aborted, read_committed: end %d, want 7", e)
+	}
 }
 
 // TestBurstReportsDeletedRecords: records deleted on the source past the stored position are
