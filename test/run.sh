@@ -38,5 +38,11 @@ wait "$s"; wait "$t"
 eval "$("$kafka" env)"
 
 echo "== go test -race"
-go test -race -count=1 -timeout 20m "$@" ./...
-(cd deploy && GOFLAGS=-mod=mod go test -count=1 -timeout 20m ./...)
+# testsummary prints what plain go test prints and tallies the tests; its report, the last
+# lines, counts the skipped tests by reason.
+tally="$(mktemp)"; summary="$(mktemp -d)/testsummary"; go build -o "$summary" ./test/testsummary
+status=0
+"$summary" -record "$tally" go test -race -json -count=1 -timeout 20m "$@" ./... || status=$?
+(cd deploy && GOFLAGS=-mod=mod "$summary" -record "$tally" go test -json -count=1 -timeout 20m ./...) || status=$?
+"$summary" -report "$tally"
+exit "$status"

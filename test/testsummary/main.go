@@ -1,0 +1,234 @@
+// Command testsummary runs `go test -json` and prints what a plain `go test` prints (each
+// package's result line, the output of failed tests, build errors), and records every skipped
+// test with its reason; a second call counts the skips by reason, so the end of `make test`
+// says how many tests did not run and why.
+//
+//	testsummary -record FILE go test -json ./...   # exit status: the command's
+//	testsummary -report FILE                        # one line per reason, then the count line
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+func main() {
+	record := flag.String("record", "", "run the command after the flags (a go test -json) and append its tallies to this file")
+	report := flag.String("report", "", "print the tallies of this file: skips by reason and the count line")
+	flag.Parse()
+	switch {
+	case *record != "" && flag.NArg() > 0:
+		os.Exit(runRecorded(*record, flag.Args()))
+	case *report != "" && flag.NArg() == 0:
+		if err := printReport(os.Stdout, *report); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "usage: testsummary -record FILE go test -json ... | testsummary -report FILE")
+		os.Exit(2)
+	}
+}
+
+// runRecorded runs args, filters its JSON events to out and appends the tallies to file.
+func runRecorded(file string, args []string) int {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		return 1
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "testsummary: starting %s: %v\n", args[0], err)
+		return 1
+	}
+	t := filter(stdout, os.Stdout)
+	code := 0
+	if err := cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			fmt.Fprintf(os.Stderr, "testsummary: %s: %v\n", args[0], err)
+			return 1
+		}
+		code = ee.ExitCode()
+	}
+	if err := t.appendTo(file); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		return 1
+	}
+	return code
+}
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// tally counts the tests that passed and failed and keeps each skipped test's reason.
+type tally struct {
+	passed, failed int
+	skips          []skip
+}
+
+type skip struct{ pkg, test, reason string }
+
+// filter copies to out what `go test` without -v would print, from the events in r.
+func filter(r io.Reader, out io.Writer) *tally {
+	t := &tally{}
+	outputs := map[string][]string{} // package + test -> output lines so far
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			fmt.Fprintf(out, "%s\n", line) // not an event: pass it on
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch {
+		case e.Action == "build-output":
+			fmt.Fprint(out, e.Output)
+		case e.Test == "":
+			if e.Action == "output" && e.Output != "PASS\n" {
+				fmt.Fprint(out, e.Output)
+			}
+		case e.Action == "output":
+			outputs[key] = append(outputs[key], e.Output)
+		case e.Action == "fail":
+			t.failed++
+			for _, l := range outputs[key] {
+				if !strings.HasPrefix(l, "=== ") { // RUN, PAUSE, CONT, NAME: -v's framing
+					fmt.Fprint(out, l)
+				}
+			}
+			delete(outputs, key)
+		case e.Action == "pass":
+			t.passed++
+			delete(outputs, key)
+		case e.Action == "skip":
+			t.skips = append(t.skips, skip{e.Package, e.Test, skipReason(outputs[key])})
+			delete(outputs, key)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintln(out, "testsummary: reading the test events:", err)
+		t.failed++
+	}
+	return t
+}
+
+// logLine is a test's log line as the testing package prints it: "    file.go:12: message".
+var logLine = regexp.MustCompile(`^\s+[^\s:]+\.go:\d+: (.*)$`)
+
+// skipReason returns the message of the last log line a skipped test printed (its t.Skip).
+func skipReason(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if m := logLine.FindStringSubmatch(strings.TrimRight(lines[i], "\n")); m != nil {
+			return m[1]
+		}
+	}
+	return "(no reason given)"
+}
+
+// appendTo appends the tally to file: "pass N", "fail N", then "skip <package> <test> <reason>"
+// lines (tab-separated).
+func (t *tally) appendTo(file string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening the tally file: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "pass\t%d\nfail\t%d\n", t.passed, t.failed)
+	for _, s := range t.skips {
+		fmt.Fprintf(w, "skip\t%s\t%s\t%s\n", s.pkg, s.test, s.reason)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the tally file %s: %w", file, err)
+	}
+	return f.Close()
+}
+
+// printReport prints the skips of the tally file grouped by reason (most first), then one
+// line counting them: the last line of `make test`.
+func printReport(out io.Writer, file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("reading the tally file: %w", err)
+	}
+	var t tally
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		f := strings.SplitN(l, "\t", 4)
+		var n int
+		switch {
+		case len(f) == 2 && f[0] == "pass":
+			_, err = fmt.Sscan(f[1], &n)
+			t.passed += n
+		case len(f) == 2 && f[0] == "fail":
+			_, err = fmt.Sscan(f[1], &n)
+			t.failed += n
+		case len(f) == 4 && f[0] == "skip":
+			t.skips = append(t.skips, skip{f[1], f[2], f[3]})
+		case l == "":
+		default:
+			err = errors.New("bad line")
+		}
+		if err != nil {
+			return fmt.Errorf("tally file %s: line %q: %w", file, l, err)
+		}
+	}
+	byReason := map[string][]skip{}
+	for _, s := range t.skips {
+		byReason[s.reason] = append(byReason[s.reason], s)
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if a, b := len(byReason[reasons[i]]), len(byReason[reasons[j]]); a != b {
+			return a > b
+		}
+		return reasons[i] < reasons[j]
+	})
+	var why []string
+	for _, r := range reasons {
+		ss := byReason[r]
+		fmt.Fprintf(out, "skipped %d: %s (%s %s", len(ss), r, shortPkg(ss[0].pkg), ss[0].test)
+		if len(ss) > 1 {
+			fmt.Fprintf(out, " and %d more", len(ss)-1)
+		}
+		fmt.Fprintln(out, ")")
+		why = append(why, fmt.Sprintf("%d %s", len(ss), clip(r, 60)))
+	}
+	line := fmt.Sprintf("== tests: %d passed, %d failed, %d skipped", t.passed, t.failed, len(t.skips))
+	if len(why) > 0 {
+		line += ": " + strings.Join(why, "; ")
+	}
+	fmt.Fprintln(out, line)
+	return nil
+}
+
+func shortPkg(p string) string { return strings.TrimPrefix(p, "github.com/mm2go/mm2go/") }
+
+// clip shortens s to n runes with an ellipsis.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
