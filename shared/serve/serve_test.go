@@ -244,14 +244,23 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	}()
 	<-entered
 	cancel() // SIGTERM
-	time.Sleep(200 * time.Millisecond)
+	// Poll /healthz, each probe on a new connection, until the server refuses it (bounded).
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := probe.Get("http://" + ln.Addr().String() + "/healthz")
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("server still accepts new requests 10 s into shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned while a request was in flight: %v", err)
 	default:
-	}
-	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
-		t.Fatal("server still accepts new requests during shutdown")
 	}
 	close(release)
 	a := <-ans
