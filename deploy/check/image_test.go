@@ -27,7 +27,11 @@ func TestImageFromFunctions(t *testing.T) {
 	root := repoRoot(t)
 	for _, fn := range image.Functions {
 		if m, _ := filepath.Glob(filepath.Join(root, "functions", fn, "*.go")); len(m) == 0 {
-			t.Skipf("functions/%s has no Go files yet: nothing to put in the image", fn)
+			msg := "functions/" + fn + " has no Go files: nothing to put in the image"
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg + "; CI=true, so this is a failure, not a skip")
+			}
+			t.Skip(msg)
 		}
 	}
 	tmp := t.TempDir()

@@ -264,29 +264,3 @@ func TestEventHubsDoubleIdleCut(t *testing.T) {
 		t.Fatal("the double cut no idle connection")
 	}
 }
-
-// TestEventHubsDoubleGroupsDead checks the double's Event Hubs behaviour
-// that Profile.GroupsDeadMeansIdle is about: a group with committed offsets
-// and no members is described as Dead, not Empty.
-func TestEventHubsDoubleGroupsDead(t *testing.T) {
-	f := ehfake.New(t, ehfake.Config{Topics: map[string]int32{"t": 1}})
-	adm := kadm.NewClient(ehClient(t, f))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	offs := kadm.Offsets{}
-	offs.AddOffset("t", 0, 0, -1)
-	if _, err := adm.CommitOffsets(ctx, "app", offs); err != nil {
-		t.Fatal(err)
-	}
-	groups, err := adm.DescribeGroups(ctx, "app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := groups["app"]; g.State != "Dead" || len(g.Members) != 0 {
-		t.Fatalf("idle group described as %q with %d members; want Dead, none", g.State, len(g.Members))
-	}
-	p, _ := NewProfile("target", ProfileConfig{}, []string{"ns.servicebus.windows.net:9093"}, false, "none")
-	if !p.GroupsDeadMeansIdle {
-		t.Fatal("the Event Hubs profile does not say Dead groups are idle")
-	}
-}
