@@ -121,6 +121,10 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 		rt = tokenFileTransport{file: cfg.TokenFile, next: tr}
 	}
 	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	if len(cfg.AllowedSubjects) == 0 {
+		logger.Warn("sender authentication without " + EnvOIDCAllowedSubjects + ": every workload that can get a token of the issuer for the audience is trusted; list the senders' subjects",
+			"issuer", cfg.Issuer, "audience", cfg.Audience)
+	}
 	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil
 }
 

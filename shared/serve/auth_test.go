@@ -224,3 +224,19 @@ func TestSenderAuthIssuerToken(t *testing.T) {
 		t.Fatalf("discovery request carried Authorization %q, want the token file's", got)
 	}
 }
+
+// TestSenderAuthWarnsWithoutSubjects: sender authentication without a subject list trusts every
+// workload of the issuer; the server says so at start, naming the setting.
+func TestSenderAuthWarnsWithoutSubjects(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: "https://issuer.example", Audience: "mm2go"}}, logger, HandlerFunc(ok))
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), EnvOIDCAllowedSubjects) {
+		t.Fatalf("start without a subject list logged %q, want a WARN naming %s", logs.String(), EnvOIDCAllowedSubjects)
+	}
+	logs.Reset()
+	NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: "https://issuer.example", Audience: "mm2go", AllowedSubjects: []string{"system:serviceaccount:ns:src"}}}, logger, HandlerFunc(ok))
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("start with a subject list logged %q, want no WARN", logs.String())
+	}
+}
