@@ -212,7 +212,7 @@ func (h *Handler) result(ctx context.Context, re RecordEvent, err error) protoco
 	var ee *EventError
 	switch {
 	case errors.As(err, &pe), errors.As(err, &ee):
-		h.log.Warn("record event rejected", "topic", re.Topic, "partition", re.Partition, "offset", re.Offset, "err", err)
+		h.log.Warn("record event rejected", "topic", serve.OneLine(re.Topic), "partition", re.Partition, "offset", re.Offset, "err", serve.OneLine(err.Error()))
 		return cehttp.NewResult(http.StatusBadRequest, "%s[%d]@%d: %v", re.Topic, re.Partition, re.Offset, err)
 	case ctx.Err() != nil:
 		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: copy not durable yet after the request's time budget (%v); retry", re.Topic, re.Partition, re.Offset, ctx.Err())
@@ -252,7 +252,7 @@ func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 		next, err := h.c.CopyThrough(cctx, k.topic, k.partition, offset)
 		h.copyMu.RUnlock()
 		if err != nil {
-			h.log.Warn("copy failed", "topic", k.topic, "partition", k.partition, "offset", offset, "err", err)
+			h.log.Warn("copy failed", "topic", serve.OneLine(k.topic), "partition", k.partition, "offset", offset, "err", serve.OneLine(err.Error()))
 		} else {
 			p.advance(next)
 			h.log.Debug("copied", "topic", k.topic, "partition", k.partition, "offset", offset, "next", next, "duration_ms", time.Since(start).Milliseconds())

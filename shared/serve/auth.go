@@ -243,7 +243,7 @@ func scrub(s, token string) string {
 func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if e := a.check(r); e != nil {
-			a.log.Warn("event refused", "status", e.status, "reason", e.reason, "remote", r.RemoteAddr)
+			a.log.Warn("event refused", "status", e.status, "reason", oneLine(e.reason), "remote", r.RemoteAddr)
 			if e.status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			}

@@ -104,7 +104,7 @@ func (s *server) event(w http.ResponseWriter, r *http.Request) {
 		writeText(w, status, reason)
 		return
 	}
-	rec.id, rec.typ, rec.source, rec.subject = e.ID(), e.Type(), e.Source(), e.Subject()
+	rec.id, rec.typ, rec.source, rec.subject = short(e.ID()), short(e.Type()), short(e.Source()), short(e.Subject())
 
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
@@ -195,8 +195,21 @@ func (s *server) logRequest(ctx context.Context, rl *requestLog) {
 		}
 	}
 	if rl.reason != "" {
-		attrs = append(attrs, "reason", strings.TrimSpace(rl.reason))
+		attrs = append(attrs, "reason", oneLine(strings.TrimSpace(rl.reason)))
 	}
 	level := s.requestLevel(rl.status)
 	s.log.Log(ctx, level, "request", attrs...)
 }
+
+// short keeps an attribute a sender chose from filling a log line: at most 200 bytes.
+func short(s string) string {
+	const max = 200
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}
+
+// OneLine returns s on one line and at most 1000 bytes long, as answers and log lines quote a
+// reason: for handlers that log errors quoting what a sender sent.
+func OneLine(s string) string { return oneLine(s) }
