@@ -254,7 +254,8 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 		engine.BurstOptions{MaxDuration: cfg.BurstMaxDuration, MaxRecords: cfg.BurstMaxRecords}, env.Logger)
 	c.SetMetrics(env.Metrics)
 	defer c.Close()
-	h, err := mirrorevents.New(c, mirrorevents.Options{Mode: mirrorevents.Mode(cfg.EventMode), BurstEventTypes: cfg.BurstEventTypes, KeyType: kt}, env.Logger)
+	h, err := mirrorevents.New(c, mirrorevents.Options{Mode: mirrorevents.Mode(cfg.EventMode), BurstEventTypes: cfg.BurstEventTypes, KeyType: kt,
+		MaxRecordBytes: int64(cfg.TargetProducer.MaxRequestSize)}, env.Logger)
 	if err != nil {
 		return &cli.ConfigError{Err: err}
 	}
@@ -272,7 +273,7 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 	})
 	defer warm.Wait() // before the engine closes
 	defer stopWarm()
-	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port)), SenderAuth: cfg.SenderAuth()}
+	sc := h.ServeConfig(serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(cfg.Port)), SenderAuth: cfg.SenderAuth()})
 	if env.Metrics != nil {
 		sc.Metrics = env.Metrics.Handler()
 	}

@@ -15,6 +15,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/serve"
 )
@@ -83,6 +84,10 @@ type Options struct {
 	CopyTimeout time.Duration
 	// BurstTimeout bounds one burst, overriding the default of 4m30s.
 	BurstTimeout time.Duration
+	// MaxRecordBytes is the largest record the target accepts (the producer's
+	// max.request.size), overriding the default of cluster.DefaultMaxRequestSize. Payload mode's
+	// request body limit follows it (ServeConfig).
+	MaxRecordBytes int64
 }
 
 // Handler answers KafkaSource record events and burst triggers for the mirror function. It
@@ -152,6 +157,9 @@ func New(c Copier, opts Options, logger *slog.Logger) (*Handler, error) {
 	if opts.BurstTimeout <= 0 {
 		opts.BurstTimeout = 4*time.Minute + 30*time.Second
 	}
+	if opts.MaxRecordBytes <= 0 {
+		opts.MaxRecordBytes = cluster.DefaultMaxRequestSize
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +172,21 @@ func New(c Copier, opts Options, logger *slog.Logger) (*Handler, error) {
 func (h *Handler) Close() {
 	h.cancel()
 	h.wg.Wait()
+}
+
+// ServeConfig returns c with the request body limits of the handler's mode. Fetch mode uses no
+// event data: a binary-mode body (KafkaSource's) is dropped as it is read, and a structured-mode
+// event keeps serve's small default. Payload mode takes the record from the body: the limit is
+// the largest record the target accepts, base64 in a structured-mode event, plus room for the
+// attributes; a larger body could not be written anyway.
+func (h *Handler) ServeConfig(c serve.Config) serve.Config {
+	if h.opts.Mode == ModePayload {
+		c.MaxBodyBytes = h.opts.MaxRecordBytes + h.opts.MaxRecordBytes/3 + serve.DefaultMaxBodyBytes
+		c.DiscardBinaryData = false
+	} else {
+		c.DiscardBinaryData = true
+	}
+	return c
 }
 
 // Ready reports whether the clusters are reachable.

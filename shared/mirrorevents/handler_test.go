@@ -155,7 +155,7 @@ func newTestHandler(t *testing.T, f *fakeCopier, opts Options) (*Handler, http.H
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	return h, serve.NewHTTPHandler(serve.Config{}, quiet(), h)
+	return h, serve.NewHTTPHandler(h.ServeConfig(serve.Config{}), quiet(), h)
 }
 
 func TestFetchCopiesOnceAndAnswersRedeliveriesAtOnce(t *testing.T) {

@@ -122,7 +122,7 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 	}
 	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
 	if len(cfg.AllowedSubjects) == 0 {
-		logger.Warn("sender authentication without " + EnvOIDCAllowedSubjects + ": every workload that can get a token of the issuer for the audience is trusted; list the senders' subjects",
+		logger.Warn("sender authentication without "+EnvOIDCAllowedSubjects+": every workload that can get a token of the issuer for the audience is trusted; list the senders' subjects",
 			"issuer", cfg.Issuer, "audience", cfg.Audience)
 	}
 	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil

@@ -81,12 +81,24 @@ func (s *server) event(w http.ResponseWriter, r *http.Request) {
 	rec := &requestLog{start: start, path: r.URL.Path}
 	defer func() { s.logRequest(r.Context(), rec) }()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var body []byte
+	var err error
+	limit := s.cfg.MaxBodyBytes
+	if s.cfg.DiscardBinaryData && cehttp.NewMessage(r.Header, nil).ReadEncoding() == binding.EncodingBinary {
+		// The handler does not use a binary-mode event's data: drop it as it arrives.
+		limit = s.cfg.MaxDiscardBytes
+		var n int64
+		n, err = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, limit))
+		rec.bytes = int(n)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		rec.bytes = len(body)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			rec.status = http.StatusRequestEntityTooLarge
-			writeText(w, rec.status, fmt.Sprintf("request body larger than the %d-byte limit", s.cfg.MaxBodyBytes))
+			writeText(w, rec.status, fmt.Sprintf("request body larger than the %d-byte limit", limit))
 			return
 		}
 		// The client went away or sent a broken body: 400 is final for a body that cannot be
@@ -95,7 +107,6 @@ func (s *server) event(w http.ResponseWriter, r *http.Request) {
 		writeText(w, rec.status, "reading request body: "+err.Error())
 		return
 	}
-	rec.bytes = len(body)
 
 	e, status, reason := parseEvent(r, body)
 	if status != 0 {

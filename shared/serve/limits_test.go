@@ -2,11 +2,15 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
 )
 
 // TestReasonLoggedShort: a sender's 900 KiB ce-time header makes a 400 whose reason, quoted in
@@ -28,5 +32,34 @@ func TestReasonLoggedShort(t *testing.T) {
 		if len(line) > 4<<10 {
 			t.Errorf("log line of %d bytes, want at most 4 KiB: %.300s...", len(line), line)
 		}
+	}
+}
+
+// TestBodyLimits (F3): by default (checkpoint, heartbeat) a body over 8 KiB is 413; with
+// DiscardBinaryData (fetch mode) a binary-mode body is dropped, the handler gets no data, and
+// only a body over MaxDiscardBytes is 413, while structured mode keeps the small limit.
+func TestBodyLimits(t *testing.T) {
+	var got []byte
+	seen := false
+	rec := HandlerFunc(func(_ context.Context, e event.Event) protocol.Result { seen, got = true, e.Data(); return nil })
+	h := NewHTTPHandler(Config{}, quietLogger(), rec)
+	if code, body := do(h, binaryRequest(strings.Repeat("x", DefaultMaxBodyBytes+1), nil)); code != http.StatusRequestEntityTooLarge ||
+		!strings.Contains(body, "larger than the 8192-byte limit") {
+		t.Errorf("default server, 8 KiB + 1 body: answer %d %q, want 413 naming the limit", code, body)
+	}
+	if seen {
+		t.Errorf("the handler ran for a body over the limit")
+	}
+	d := NewHTTPHandler(Config{DiscardBinaryData: true, MaxDiscardBytes: 1 << 20}, quietLogger(), rec)
+	if code, body := do(d, binaryRequest(strings.Repeat("x", 1<<20), nil)); code != http.StatusOK || !seen || got != nil {
+		t.Errorf("discarding server, 1 MiB binary body: answer %d %q, handler ran %v with %d bytes, want 200 with no data", code, body, seen, len(got))
+	}
+	if code, _ := do(d, binaryRequest(strings.Repeat("x", 1<<20+1), nil)); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("discarding server, body over MaxDiscardBytes: answer %d, want 413", code)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"specversion":"1.0","id":"1","source":"/s","type":"t","data":"`+strings.Repeat("x", DefaultMaxBodyBytes)+`"}`))
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	if code, _ := do(d, req); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("discarding server, structured event over 8 KiB: answer %d, want 413", code)
 	}
 }

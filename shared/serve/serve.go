@@ -13,10 +13,11 @@
 // there. The status classes follow KafkaSource's retry rules (docs/events.md): 5xx, 404, 408,
 // 409 and 429 are retried by the dispatcher, every other code >= 300 is final.
 //
-// Run adds what a long-lived serverless container needs around that: a request body limit
-// (413), server timeouts sized for requests that wait on a Kafka fetch, panic recovery (500),
-// one structured log line per request (never headers, bodies or credentials), and a graceful
-// shutdown that lets in-flight requests finish when the context is cancelled (SIGTERM).
+// Run adds what a long-lived serverless container needs around that: request body limits
+// (413; a body the handler does not use is dropped as it is read, see Config), server timeouts
+// sized for requests that wait on a Kafka fetch, panic recovery (500), one structured log line
+// per request (never headers, bodies or credentials), and a graceful shutdown that lets
+// in-flight requests finish when the context is cancelled (SIGTERM).
 package serve
 
 import (
@@ -68,9 +69,18 @@ type Config struct {
 	Addr string
 	// Listener, if set, is used instead of listening on Addr (tests pass a loopback listener).
 	Listener net.Listener
-	// MaxBodyBytes limits a request body, overriding the default of 32 MiB (larger than Kafka's
-	// default max.message.bytes plus event overhead). A larger body gets 413.
+	// MaxBodyBytes limits the request body handed to the handler, overriding the default of
+	// 8 KiB (PingSource ticks, structured-mode record events of fetch mode). A larger body gets
+	// 413 without being read whole. Payload mode raises it to the largest record the target
+	// accepts (mirrorevents.Handler.ServeConfig).
 	MaxBodyBytes int64
+	// DiscardBinaryData: a binary-mode event's body is read and dropped, never held, and the
+	// handler gets the event without data (fetch mode, which reads the record from the source).
+	// Such bodies may be up to MaxDiscardBytes.
+	DiscardBinaryData bool
+	// MaxDiscardBytes limits a body dropped under DiscardBinaryData, overriding the default of
+	// 32 MiB (above Kafka's largest record settings). A larger body gets 413.
+	MaxDiscardBytes int64
 	// RequestTimeout bounds one event's handling, overriding the default of 280s (below Knative
 	// Serving's default timeoutSeconds of 300 so the function, not the platform, answers). When it
 	// runs out the handler's context ends and the handler answers 503 itself.
@@ -100,7 +110,8 @@ type Config struct {
 // Defaults.
 const (
 	DefaultAddr              = ":8080"
-	DefaultMaxBodyBytes      = 32 << 20
+	DefaultMaxBodyBytes      = 8 << 10
+	DefaultMaxDiscardBytes   = 32 << 20
 	DefaultRequestTimeout    = 280 * time.Second
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 60 * time.Second
@@ -115,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxDiscardBytes <= 0 {
+		c.MaxDiscardBytes = DefaultMaxDiscardBytes
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultRequestTimeout
@@ -182,7 +196,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, h Handler) error 
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Info("serving CloudEvents", "addr", ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes,
+	logger.Info("serving CloudEvents", "addr", ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes, "discard_binary_data", cfg.DiscardBinaryData,
 		"request_timeout", cfg.RequestTimeout.String())
 
 	errc := make(chan error, 1)
