@@ -27,6 +27,7 @@ var goTyped = map[string]func([]byte) error{
 	"serving.knative.dev/v1/Service": func(raw []byte) error { return strict(raw, &servingv1.Service{}) },
 	// Read by kustomize, never sent to a cluster.
 	"kustomize.config.k8s.io/v1beta1/Kustomization": func(raw []byte) error { return strict(raw, &kusttypes.Kustomization{}) },
+	"kustomize.config.k8s.io/v1alpha1/Component":    func(raw []byte) error { return strict(raw, &kusttypes.Kustomization{}) },
 }
 
 // checkSchema checks one object against its real schema: its CRD's (as the API server
