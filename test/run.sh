@@ -30,6 +30,7 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== starting Kafka clusters (first run downloads the jars with Maven)"
 "$kafka" install
+"$kafka" install-version # test/kafka/versions/*: the brokers TestMirrorOnBrokerVersions starts
 "$kafka" stop source >/dev/null 2>&1 || true
 "$kafka" stop target >/dev/null 2>&1 || true
 "$kafka" start source "$src_port" & s=$!

@@ -21,6 +21,18 @@ import (
 // the next run finishes the copy; bad settings exit 2.
 func TestMirrorRunProcess(t *testing.T) {
 	c := testkit.Require(t)
+	copyAndResume(t, c)
+	if r := RunMirror(t, MirrorEnv(c, "unused", "MM2_OFFSET_SYNCS_TOPIC_LOCATION=moon")); r.Code != 2 {
+		t.Errorf("bad setting: exit %d, want 2\n%s", r.Code, r.Stderr)
+	}
+}
+
+// copyAndResume copies 60 records (exit 0, reason done), runs again (0 records), adds 30,
+// copies 10 under a record budget (exit 0, reason max-records, lag 20) and the rest in a last
+// run: the target then holds the records written, byte for byte (keys, values, headers,
+// timestamps).
+func copyAndResume(t *testing.T, c testkit.Clusters) {
+	t.Helper()
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "proc"), 3, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
 	all := testkit.SampleRecords(topic, 3, 90)
@@ -42,10 +54,6 @@ func TestMirrorRunProcess(t *testing.T) {
 		t.Errorf("last run: exit %d, %d records; want 0, 20\n%s", r.Code, r.Records(), r.Stderr)
 	}
 	testkit.AssertSameRecords(t, all, testkit.ReadAll(t, c.Target.Bootstrap, "source."+topic))
-
-	if r = RunMirror(t, append(env, "MM2_OFFSET_SYNCS_TOPIC_LOCATION=moon")); r.Code != 2 {
-		t.Errorf("bad setting: exit %d, want 2\n%s", r.Code, r.Stderr)
-	}
 }
 
 // bigTopic creates a topic with n records of size bytes whose keys are their index.
@@ -123,55 +131,61 @@ func killAfter(t *testing.T, bin, target string, env []string, remote string, n 
 // committed yet).
 func TestMirrorSIGKILL(t *testing.T) {
 	src, tgt := faultPair(t)
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) { killAndRerun(t, src, tgt, 40000, 5, eos) })
+	}
+}
+
+// killAndRerun is TestMirrorSIGKILL's check on the clusters src and tgt (started with
+// faultBrokerProps): n records of 1,000 bytes in 2 partitions, kills SIGKILLs each landing once
+// the run added 5,000 records (the target's produce quota at 4 MiB/s), then a last run that
+// finds some records left; 0 lost, and with eos each record once and in partition order.
+func killAndRerun(t *testing.T, src, tgt *faultBroker, n, kills int, eos bool) {
+	t.Helper()
 	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
 	bin := MirrorBinary(t)
-	for _, eos := range []bool{false, true} {
-		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
-			const n = 40000
-			throttleProducers(t, tgt, 4<<20)
-			topic := bigTopic(t, c, 2, n, 1000)
-			remote := "source." + topic
-			env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", eos))
-			for i := range 5 {
-				if killed, _ := killAfter(t, bin, tgt.bootstrap, env, remote, 5000); !killed {
-					t.Fatalf("kill %d of 5: the run ended before it", i+1)
-				}
-			}
-			r := RunMirror(t, env)
-			if r.Code != 0 || r.Records() == 0 || r.Records() >= n {
-				t.Fatalf("final run: exit %d, %d records; want 0 and some of the %d records, not all\n%s", r.Code, r.Records(), n, r.Stderr)
-			}
-			t.Logf("final run: %d records", r.Records())
-			var opts []kgo.Opt
-			if eos {
-				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-			}
-			got := testkit.ReadAll(t, c.Target.Bootstrap, remote, opts...)
-			seen := make(map[string]int, n)
-			for _, r := range got {
-				seen[string(r.Key)]++
-			}
-			if len(seen) != n {
-				t.Errorf("target has %d distinct records, want %d", len(seen), n)
-			}
-			dups := len(got) - len(seen)
-			t.Logf("5 kills: target holds %d records, %d duplicates (%.1f%%)", len(got), dups, 100*float64(dups)/n)
-			if eos && dups != 0 {
-				t.Errorf("exactly-once: %d records committed more than once", dups)
-			}
-			// At-least-once re-copies what was copied after the last stored position (stored
-			// every 500ms): fast runs killed early may re-copy everything, so duplicates are
-			// only reported here; resuming is asserted by TestMirrorSIGTERM and the engine tests.
-			// Order within each partition is kept (duplicates aside): keys grow.
-			last := map[int32]int{}
-			for _, r := range got {
-				k, _ := strconv.Atoi(string(r.Key))
-				if prev, ok := last[r.Partition]; ok && k < prev && eos {
-					t.Fatalf("partition %d: key %d after %d", r.Partition, k, prev)
-				}
-				last[r.Partition] = k
-			}
-		})
+	throttleProducers(t, tgt, 4<<20)
+	topic := bigTopic(t, c, 2, n, 1000)
+	remote := "source." + topic
+	env := MirrorEnv(c, topic, fmt.Sprintf("MM2_EXACTLY_ONCE=%v", eos))
+	for i := range kills {
+		if killed, _ := killAfter(t, bin, tgt.bootstrap, env, remote, 5000); !killed {
+			t.Fatalf("kill %d of %d: the run ended before it", i+1, kills)
+		}
+	}
+	r := RunMirror(t, env)
+	if r.Code != 0 || r.Records() == 0 || r.Records() >= int64(n) {
+		t.Fatalf("final run: exit %d, %d records; want 0 and some of the %d records, not all\n%s", r.Code, r.Records(), n, r.Stderr)
+	}
+	t.Logf("final run: %d records", r.Records())
+	var opts []kgo.Opt
+	if eos {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote, opts...)
+	seen := make(map[string]int, n)
+	for _, r := range got {
+		seen[string(r.Key)]++
+	}
+	if len(seen) != n {
+		t.Errorf("target has %d distinct records, want %d", len(seen), n)
+	}
+	dups := len(got) - len(seen)
+	t.Logf("%d kills: target holds %d records, %d duplicates (%.1f%%)", kills, len(got), dups, 100*float64(dups)/float64(n))
+	if eos && dups != 0 {
+		t.Errorf("exactly-once: %d records committed more than once", dups)
+	}
+	// At-least-once re-copies what was copied after the last stored position (stored
+	// every 500ms): fast runs killed early may re-copy everything, so duplicates are
+	// only reported here; resuming is asserted by TestMirrorSIGTERM and the engine tests.
+	// Order within each partition is kept (duplicates aside): keys grow.
+	last := map[int32]int{}
+	for _, r := range got {
+		k, _ := strconv.Atoi(string(r.Key))
+		if prev, ok := last[r.Partition]; ok && k < prev && eos {
+			t.Fatalf("partition %d: key %d after %d", r.Partition, k, prev)
+		}
+		last[r.Partition] = k
 	}
 }
 

@@ -16,17 +16,28 @@
 #   kafka.sh mm2 stop NAME                stop it cleanly
 #   kafka.sh tool CLASS [args ...]        run a Kafka command-line tool class from the same jars
 #   kafka.sh rss NAME                     resident memory of NAME's process, in KiB
+#   kafka.sh install-version [V ...]      download the broker jars of Kafka V (all of
+#                                         test/kafka/versions/ without V), each into its own cache
+#   kafka.sh start-version V NAME PORT [k=v ...]
+#                                         start cluster NAME on Kafka V's broker, as `start` does
+#
+# MM2GO_KAFKA_VERSION=V makes `start` do what `start-version V` does; `resume` runs a cluster on
+# the version it was started with. MirrorMaker 2 and `tool` always use the pinned jars.
 #
 # Extra k=v settings are appended to server.properties, so they override the defaults (e.g. a
 # different `listeners=` line with an extra OAUTHBEARER listener). MM2GO_KAFKA_OPTS adds JVM flags.
 #
 # State (jars, configs, data, logs) lives under $MM2GO_KAFKA_HOME, default test/kafka/state;
-# jars are cached in test/kafka/.cache/lib. Logs: $MM2GO_KAFKA_HOME/NAME/logs/stdout.log.
+# jars are cached in test/kafka/.cache/lib, Kafka V's broker jars in test/kafka/.cache/lib-V
+# (from test/kafka/versions/V/pom.xml). Logs: $MM2GO_KAFKA_HOME/NAME/logs/stdout.log.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 home="${MM2GO_KAFKA_HOME:-$here/state}"
 lib="${MM2GO_KAFKA_LIB:-$here/.cache/lib}"
+pinned_lib="$lib"
+# The Kafka version of the cluster being started or resumed; empty: the pinned test/kafka/pom.xml.
+version=""
 # The local OIDC issuer's jars (test/kafka/oidc/pom.xml), on a classpath of their own.
 oidc_lib="${MM2GO_OIDC_LIB:-$here/.cache/oidc-lib}"
 jvm_perf='-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true'
@@ -42,20 +53,50 @@ eh_conn='Endpoint=sb://localhost/;SharedAccessKeyName=test;SharedAccessKey=fake-
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 log() { echo "kafka.sh: $*" >&2; }
 
-install() {
-  local stamp="$lib/.pom.sha"
-  local sum
-  sum="$(sha256sum "$here/pom.xml" | cut -d' ' -f1)"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]] && ls "$lib"/connect-mirror-*.jar >/dev/null 2>&1; then
+# install_pom POM DIR JAR copies POM's dependencies into DIR once (again when POM changes);
+# JAR is a glob of a jar that a complete copy holds.
+install_pom() {
+  local pom="$1" dir="$2" jar="$3" stamp="$2/.pom.sha" sum
+  sum="$(sha256sum "$pom" | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]] && compgen -G "$dir/$jar" >/dev/null; then
     return 0
   fi
   command -v mvn >/dev/null || die "Maven (mvn) is required to download the Kafka jars"
   command -v java >/dev/null || die "Java 17+ is required to run Kafka"
-  log "downloading Kafka jars with Maven into $lib (first run only)"
-  rm -rf "$lib" && mkdir -p "$lib"
-  mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies -DoutputDirectory="$lib" \
-    || die "Maven could not fetch the Kafka jars (see output above)"
+  log "downloading the jars of $pom with Maven into $dir (first run only)"
+  rm -rf "$dir" && mkdir -p "$dir"
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dir" \
+    || die "Maven could not fetch the jars of $pom (see output above)"
   echo "$sum" >"$stamp"
+}
+
+install() { install_pom "$here/pom.xml" "$pinned_lib" 'connect-mirror-*.jar'; }
+
+# use_version V points lib at Kafka V's broker jars (test/kafka/versions/V/pom.xml).
+use_version() {
+  local v="$1"
+  [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ && -f "$here/versions/$v/pom.xml" ]] \
+    || die "no Kafka version '$v': versions are the folders of $here/versions ($(ls "$here/versions" | tr '\n' ' '))"
+  version="$v"
+  lib="$(dirname "$pinned_lib")/lib-$v"
+}
+
+install_version() {
+  install_pom "$here/versions/$version/pom.xml" "$lib" "kafka_2.13-$version.jar"
+}
+
+# install_versions [V ...] fetches the broker jars of each version (every versions/ folder without V).
+install_versions() {
+  local v vs=("$@")
+  if [[ ${#vs[@]} -eq 0 ]]; then
+    for v in "$here"/versions/*/pom.xml; do vs+=("$(basename "$(dirname "$v")")"); done
+  fi
+  mkdir -p "$home" "$(dirname "$pinned_lib")"
+  for v in "${vs[@]}"; do
+    use_version "$v"
+    # The same lock as prepare: parallel starts of one version fetch it once.
+    ( flock 9; install_version ) 9>"$home/.prepare.lock"
+  done
 }
 
 # install_oidc fetches the local OIDC issuer (mock-oauth2-server) once, like install.
@@ -95,6 +136,21 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = ERR
 EOF
+  # Kafka 3.x brokers log through the Log4j 1 API (reload4j, test/kafka/versions/3.*).
+  [[ -f "$home/log4j-server.properties" ]] || cat >"$home/log4j-server.properties" <<'EOF'
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+EOF
+  [[ -f "$home/log4j-tools.properties" ]] || cat >"$home/log4j-tools.properties" <<'EOF'
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+EOF
 }
 
 # certs creates, once per harness home, a CA and a server certificate for 127.0.0.1/localhost.
@@ -119,7 +175,18 @@ certs() {
 
 java_tool() {
   java -Xmx256m $jvm_perf -XX:TieredStopAtLevel=1 \
-    -Dlog4j2.configurationFile="$home/log4j2-tools.properties" -cp "$lib/*" "$@"
+    -Dlog4j2.configurationFile="$home/log4j2-tools.properties" \
+    -Dlog4j.configuration="file:$home/log4j-tools.properties" -cp "$lib/*" "$@"
+}
+
+# cluster_id prints a random cluster id as `kafka-storage random-uuid` does (16 random bytes,
+# URL-safe base64 without padding, never starting with '-'), without a JVM start of its own.
+cluster_id() {
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    [[ "$id" != -* ]] && { echo "$id"; return; }
+  done
 }
 
 pidfile() { echo "$home/$1/pid"; }
@@ -173,6 +240,7 @@ EOF
   local kv
   for kv in "$@"; do echo "$kv" >>"$dir/server.properties"; done
   echo "$port" >"$dir/port"
+  if [[ -n "$version" ]]; then echo "$version" >"$dir/version"; fi
 }
 
 wait_started() {
@@ -192,6 +260,7 @@ launch() {
   # MM2GO_KAFKA_OPTS: extra JVM flags for this broker (e.g. OAUTHBEARER allowed URLs).
   setsid java $heap $jvm_perf ${MM2GO_KAFKA_OPTS:-} -Dkafka.logs.dir="$dir/logs" \
     -Dlog4j2.configurationFile="$home/log4j2-server.properties" \
+    -Dlog4j.configuration="file:$home/log4j-server.properties" \
     -cp "$lib/*" kafka.Kafka "$dir/server.properties" >>"$dir/logs/stdout.log" 2>&1 </dev/null &
   echo $! >"$(pidfile "$name")"
 }
@@ -202,8 +271,12 @@ prepare() {
   mkdir -p "$home" "$(dirname "$lib")"
   (
     flock 9
-    install
-    install_oidc
+    if [[ -n "$version" ]]; then
+      install_version
+    else
+      install
+      install_oidc
+    fi
     log4j_files
     certs
   ) 9>"$home/.prepare.lock"
@@ -218,7 +291,7 @@ start() {
   rm -rf "${home:?}/$name"
   write_config "$name" "$port" "$@"
   local t0=$SECONDS id
-  id="$(java_tool kafka.tools.StorageTool random-uuid)"
+  id="$(cluster_id)"
   java_tool kafka.tools.StorageTool format -t "$id" -c "$home/$name/server.properties" \
     -S "SCRAM-SHA-256=[name=$scram_user,password=$scram_pass]" \
     -S "SCRAM-SHA-512=[name=$scram_user,password=$scram_pass]" >"$home/$name/logs/format.log" 2>&1 \
@@ -252,6 +325,7 @@ pause() { stop_pid "$(pidfile "$1")"; }
 resume() {
   [[ -f "$home/$1/server.properties" ]] || die "cluster $1 was never started"
   running "$1" && return 0
+  if [[ -f "$home/$1/version" ]]; then use_version "$(cat "$home/$1/version")"; fi
   launch "$1"
   wait_started "$1"
 }
@@ -312,7 +386,17 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   install) prepare ;;
-  start) start "$@" ;;
+  start)
+    if [[ -n "${MM2GO_KAFKA_VERSION:-}" ]]; then use_version "$MM2GO_KAFKA_VERSION"; fi
+    start "$@"
+    ;;
+  start-version)
+    [[ $# -ge 3 ]] || die "usage: kafka.sh start-version V NAME PORT [k=v ...]"
+    use_version "$1"
+    shift
+    start "$@"
+    ;;
+  install-version) install_versions "$@" ;;
   stop) stop "$@" ;;
   pause) pause "$@" ;;
   resume) resume "$@" ;;
@@ -322,5 +406,5 @@ case "$cmd" in
   mm2) mm2 "$@" ;;
   tool) prepare; java_tool "$@" ;;
   rss) rss "$@" ;;
-  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

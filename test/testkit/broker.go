@@ -3,12 +3,14 @@ package testkit
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -53,40 +55,89 @@ func StartExtraBroker(t testing.TB, c Clusters, prefix string, ports int, props 
 	return eb
 }
 
+// StartExtraBrokers starts one cluster per prefix as StartExtraBroker does,
+// all at once (a broker's start is mostly waiting on the JVM and the
+// controller), and returns them in the order of prefixes.
+func StartExtraBrokers(t testing.TB, c Clusters, prefixes []string, ports int, props func(base int) []string, env ...string) []*ExtraBroker {
+	t.Helper()
+	home, script := brokerHome(t, c), KafkaScript(t)
+	brokers := make([]*ExtraBroker, len(prefixes))
+	errs := make([]error, len(prefixes))
+	var wg sync.WaitGroup
+	for i, prefix := range prefixes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			brokers[i], errs[i] = startBroker(home, script, c.KafkaLib, prefix, ports, props, env)
+		}()
+	}
+	wg.Wait()
+	for _, eb := range brokers {
+		if eb != nil {
+			t.Cleanup(func() {
+				if err := eb.Stop(!t.Failed()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return brokers
+}
+
 // StartLongLivedBroker starts a cluster as StartExtraBroker does, but leaves
 // stopping it to the caller (Stop): a cluster several tests of a package
 // share, stopped by its TestMain. t is only used to report a failed start.
 func StartLongLivedBroker(t testing.TB, c Clusters, prefix string, ports int, props func(base int) []string, env ...string) *ExtraBroker {
 	t.Helper()
-	home := c.KafkaHome
-	if home == "" {
-		home = filepath.Join(RepoRoot(t), "test", "kafka", "state")
+	eb, err := startBroker(brokerHome(t, c), KafkaScript(t), c.KafkaLib, prefix, ports, props, env)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return eb
+}
+
+func brokerHome(t testing.TB, c Clusters) string {
+	if c.KafkaHome != "" {
+		return c.KafkaHome
+	}
+	return filepath.Join(RepoRoot(t), "test", "kafka", "state")
+}
+
+// startBroker runs kafka.sh start for a cluster named prefix-<random> on a
+// free port range, trying another range when one was taken before the bind.
+func startBroker(home, script, lib, prefix string, ports int, props func(base int) []string, env []string) (*ExtraBroker, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		b := make([]byte, 3)
 		_, _ = rand.Read(b)
-		base := freeBase(t, ports)
-		eb := &ExtraBroker{Name: prefix + hex.EncodeToString(b), Base: base, Plain: fmt.Sprintf("127.0.0.1:%d", base), Home: home, script: KafkaScript(t)}
+		base, err := freeBase(ports)
+		if err != nil {
+			return nil, err
+		}
+		eb := &ExtraBroker{Name: prefix + hex.EncodeToString(b), Base: base, Plain: fmt.Sprintf("127.0.0.1:%d", base), Home: home, script: script}
 		eb.LogFile = filepath.Join(home, eb.Name, "logs", "stdout.log")
 		cmd := exec.Command(eb.script, append([]string{"start", eb.Name, fmt.Sprint(base)}, props(base)...)...)
 		cmd.Env = append(append(os.Environ(), "MM2GO_KAFKA_HOME="+home), env...)
-		if c.KafkaLib != "" {
-			cmd.Env = append(cmd.Env, "MM2GO_KAFKA_LIB="+c.KafkaLib)
+		if lib != "" {
+			cmd.Env = append(cmd.Env, "MM2GO_KAFKA_LIB="+lib)
 		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			log := eb.Log()
-			_ = exec.Command(eb.script, "stop", eb.Name).Run()
+			stop := exec.Command(eb.script, "stop", eb.Name)
+			stop.Env = cmd.Env
+			_ = stop.Run()
 			if attempt < 2 && strings.Contains(log, "Address already in use") {
 				_ = os.RemoveAll(filepath.Join(home, eb.Name))
 				continue
 			}
-			t.Fatalf("starting broker %s: %v\n%s\n%s", eb.Name, err, out, tail(log, 60))
+			return nil, fmt.Errorf("starting broker %s: %w\n%s\n%s", eb.Name, err, out, tail(log, 60))
 		}
-		return eb
+		return eb, nil
 	}
-	t.Fatal("unreachable")
-	return nil
+	return nil, fmt.Errorf("starting a broker %s*: every port range tried was taken at bind", prefix)
 }
 
 // Script returns the path of kafka.sh, for the verbs a test runs on the cluster (pause,
@@ -109,8 +160,7 @@ func (b *ExtraBroker) Stop(wipe bool) error {
 
 // freeBase finds a base port p in 12000-16990 (below the ephemeral range)
 // with p..p+n-1 free.
-func freeBase(t testing.TB, n int) int {
-	t.Helper()
+func freeBase(n int) (int, error) {
 	b := make([]byte, 2)
 	for range 200 {
 		_, _ = rand.Read(b)
@@ -125,11 +175,10 @@ func freeBase(t testing.TB, n int) int {
 			ln.Close()
 		}
 		if ok {
-			return base
+			return base, nil
 		}
 	}
-	t.Fatal("no free port range for an extra broker")
-	return 0
+	return 0, errors.New("no free port range for an extra broker")
 }
 
 func tail(s string, n int) string {
