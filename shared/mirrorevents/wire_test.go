@@ -2,8 +2,13 @@ package mirrorevents
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,101 +16,112 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/test/testkit"
+	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
-// Requests as the genuine Knative KafkaSource dispatcher (dispatcher-loom, Vert.x WebClient
-// 4.5.21) sent them, captured byte for byte on a raw TCP listener (key type as named), with the
-// source record each came from.
+// keyTypes maps the dispatcher's key types (a capture file each) to payload mode's.
+var keyTypes = map[string]KeyType{
+	dispatcher.KeyString: KeyString, dispatcher.KeyByteArray: KeyByteArray,
+	dispatcher.KeyInteger: KeyInt, dispatcher.KeyDouble: KeyFloat,
+}
+
+// wireCases are requests of the genuine Knative KafkaSource dispatcher (dispatcher-loom,
+// Vert.x WebClient 4.5.21) as the capture tool (test/testkit/dispatcher's
+// TestCaptureDispatcherRequests) wrote them to testdata/dispatcher-<key type>.http, byte for
+// byte: the one for record offset of dispatcher.CaptureRecords under that key type, and the
+// record payload mode writes from it (its timestamp is the source record's).
 var wireCases = []struct {
 	name    string
-	keyType KeyType
-	raw     string
-	src     *kgo.Record // the Kafka record the dispatcher read
-	want    *kgo.Record // what payload mode writes
+	keyType string // the dispatcher's
+	offset  int64
+	want    *kgo.Record
 }{
 	{
-		name: "text headers, content-type, duplicates", keyType: KeyString,
-		raw: "POST / HTTP/1.1\r\nuser-agent: Vert.x-WebClient/4.5.21\r\nPrefer: reply\r\nKn-Namespace: default\r\nce-specversion: 1.0\r\n" +
-			"ce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\nce-type: dev.knative.kafka.event\r\n" +
-			"content-type: application/json\r\nce-subject: partition:0#0\r\nce-time: 2023-11-14T22:13:20.123Z\r\nce-kafkaheaderxtraceid: abc 100%41\r\n" +
-			"ce-partitionkey: k1\r\nce-knativekafkapartition: 0\r\nce-kafkaheaderu: h\xe9llo\r\nce-knativekafkaoffset: 0\r\nce-key: k1\r\n" +
-			"ce-kafkaheaderd: 2\r\ncontent-length: 2\r\nhost: 127.0.0.1:45451\r\n\r\nv0",
-		src: &kgo.Record{Key: []byte("k1"), Value: []byte("v0"), Timestamp: time.UnixMilli(1_700_000_000_123), Headers: []kgo.RecordHeader{
-			{Key: "Content-Type", Value: []byte("Application/JSON")}, {Key: "X-Trace_Id", Value: []byte("abc 100%41")},
-			{Key: "u", Value: []byte("héllo")}, {Key: "d", Value: []byte("1")}, {Key: "D", Value: []byte("2")}}},
 		// Lost: the case of content-type's name and value, header name case and '_', order,
 		// the first "d". Kept: the UTF-8 text "héllo" (sent as ISO-8859-1), "%41" as it is.
-		want: &kgo.Record{Key: []byte("k1"), Value: []byte("v0"), Timestamp: time.UnixMilli(1_700_000_000_123), Headers: []kgo.RecordHeader{
+		name: "text headers, content-type, duplicates", keyType: dispatcher.KeyString, offset: 10,
+		want: &kgo.Record{Key: []byte("k1"), Value: []byte("v10"), Headers: []kgo.RecordHeader{
 			{Key: "content-type", Value: []byte("application/json")}, {Key: "d", Value: []byte("2")},
 			{Key: "u", Value: []byte("héllo")}, {Key: "xtraceid", Value: []byte("abc 100%41")}}},
 	},
 	{
-		name: "invalid UTF-8 and characters above U+00FF become '?'; empty names", keyType: KeyByteArray,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:07:42.352Z\r\nce-kafkaheaderq: ?\r\n" +
-			"ce-kafkaheadereuro: ? x\r\nce-partitionkey: AAH/\r\nce-kafkaheaderc1: \x85\r\nce-knativekafkapartition: 0\r\nce-knativekafkaoffset: 0\r\n" +
-			"ce-key: AAH/\r\nce-kafkaheader: sym\r\nce-kafkaheaderx: a?b\r\ncontent-length: 2\r\n\r\nv0",
-		src: &kgo.Record{Key: []byte{0, 1, 0xff}, Value: []byte("v0"), Timestamp: at("2026-12-01T13:07:42.352Z"), Headers: []kgo.RecordHeader{
-			{Key: "euro", Value: []byte("€ x")}, {Key: "", Value: []byte("noname")}, {Key: "--", Value: []byte("sym")},
-			{Key: "c1", Value: []byte("\u0085")}, {Key: "q", Value: []byte("?")}, {Key: "x", Value: []byte{'a', 0xff, 'b'}}}},
-		want: &kgo.Record{Key: []byte{0, 1, 0xff}, Value: []byte("v0"), Timestamp: at("2026-12-01T13:07:42.352Z"), Headers: []kgo.RecordHeader{
+		name: "invalid UTF-8 and characters above U+00FF become '?'; empty names", keyType: dispatcher.KeyByteArray, offset: 0,
+		want: &kgo.Record{Key: []byte{0, 1, 0xff}, Value: []byte("v0"), Headers: []kgo.RecordHeader{
 			{Key: "", Value: []byte("sym")}, {Key: "c1", Value: []byte("\u0085")}, {Key: "euro", Value: []byte("? x")},
 			{Key: "q", Value: []byte("?")}, {Key: "x", Value: []byte("a?b")}}},
 	},
+	{name: "null value: no body, no Content-Length; no key", keyType: dispatcher.KeyByteArray, offset: 11, want: &kgo.Record{}},
 	{
-		name: "null value: no body, no Content-Length; no key", keyType: KeyByteArray,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:02:45.056Z\r\nce-knativekafkapartition: 0\r\n" +
-			"ce-knativekafkaoffset: 0\r\nhost: 127.0.0.1:45451\r\n\r\n",
-		src:  &kgo.Record{Timestamp: at("2026-12-01T13:02:45.056Z")},
-		want: &kgo.Record{Timestamp: at("2026-12-01T13:02:45.056Z")},
+		name: "empty value: Content-Length 0; an empty key is not sent", keyType: dispatcher.KeyByteArray, offset: 12,
+		want: &kgo.Record{Value: []byte{}}, // lost: empty key becomes null
+	},
+	{name: "int key of 4 bytes", keyType: dispatcher.KeyInteger, offset: 2, want: &kgo.Record{Key: []byte{0xff, 0xff, 0xff, 0xfb}, Value: []byte("v2")}},
+	{
+		name: "float key of 4 bytes is written as a double", keyType: dispatcher.KeyDouble, offset: 4,
+		want: &kgo.Record{Key: []byte{0x3f, 0xf8, 0, 0, 0, 0, 0, 0}, Value: []byte("v4")},
 	},
 	{
-		name: "empty value: Content-Length 0; an empty key is not sent", keyType: KeyByteArray,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:02:46.592Z\r\nce-knativekafkapartition: 0\r\n" +
-			"ce-knativekafkaoffset: 0\r\ncontent-length: 0\r\nhost: 127.0.0.1:45451\r\n\r\n",
-		src:  &kgo.Record{Key: []byte{}, Value: []byte{}, Timestamp: at("2026-12-01T13:02:46.592Z")},
-		want: &kgo.Record{Value: []byte{}, Timestamp: at("2026-12-01T13:02:46.592Z")}, // lost: empty key becomes null
-	},
-	{
-		name: "int key of 4 bytes", keyType: KeyInt,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:08:09.187Z\r\nce-partitionkey: -5\r\n" +
-			"ce-knativekafkapartition: 0\r\nce-knativekafkaoffset: 0\r\nce-key: -5\r\ncontent-length: 2\r\n\r\nv2",
-		src:  &kgo.Record{Key: []byte{0xff, 0xff, 0xff, 0xfb}, Value: []byte("v2"), Timestamp: at("2026-12-01T13:08:09.187Z")},
-		want: &kgo.Record{Key: []byte{0xff, 0xff, 0xff, 0xfb}, Value: []byte("v2"), Timestamp: at("2026-12-01T13:08:09.187Z")},
-	},
-	{
-		name: "float key of 4 bytes is written as a double", keyType: KeyFloat,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:08:42.085Z\r\nce-partitionkey: 1.5\r\n" +
-			"ce-knativekafkapartition: 0\r\nce-knativekafkaoffset: 0\r\nce-key: 1.5\r\ncontent-length: 2\r\n\r\nv4",
-		src:  &kgo.Record{Key: []byte{0x3f, 0xc0, 0, 0}, Value: []byte("v4"), Timestamp: at("2026-12-01T13:08:42.085Z")},
-		want: &kgo.Record{Key: []byte{0x3f, 0xf8, 0, 0, 0, 0, 0, 0}, Value: []byte("v4"), Timestamp: at("2026-12-01T13:08:42.085Z")},
-	},
-	{
-		name: "string key with an invalid UTF-8 byte", keyType: KeyString,
-		raw: "POST / HTTP/1.1\r\nce-specversion: 1.0\r\nce-id: partition:0/offset:0\r\nce-source: /apis/v1/namespaces/default/kafkasources/ks#orders\r\n" +
-			"ce-type: dev.knative.kafka.event\r\nce-subject: partition:0#0\r\nce-time: 2026-12-01T13:09:16.855Z\r\nce-partitionkey: K>? \r\n" +
-			"ce-knativekafkapartition: 0\r\nce-knativekafkaoffset: 0\r\nce-key: K>? \r\ncontent-length: 2\r\n\r\nv7",
-		src: &kgo.Record{Key: []byte{0x4b, 0x3e, 0xbc, 0x20}, Value: []byte("v7"), Timestamp: at("2026-12-01T13:09:16.855Z")},
 		// Lost: the invalid byte ('?'), and the trailing space (Go's HTTP server trims
 		// whitespace around header values, as HTTP allows).
-		want: &kgo.Record{Key: []byte("K>?"), Value: []byte("v7"), Timestamp: at("2026-12-01T13:09:16.855Z")},
+		name: "string key with an invalid UTF-8 byte", keyType: dispatcher.KeyString, offset: 7,
+		want: &kgo.Record{Key: []byte("K>?"), Value: []byte("v7")},
 	},
 }
 
-// TestPayloadFromGenuineDispatcherRequests: payload mode turns each captured request into the
-// documented record (docs/events.md); the source record is listed to show what is lost.
+// capturedRequest is one request of a capture file with the topic and offset it names.
+type capturedRequest struct {
+	raw    []byte
+	topic  string
+	offset int64
+}
+
+// readCapture splits a capture file into its requests; it normalises nothing in the bytes,
+// and takes each request's topic from its ce-source (the capture tool's topics are new each
+// run) and its offset from ce-knativekafkaoffset.
+func readCapture(t *testing.T, keyType string) []capturedRequest {
+	t.Helper()
+	b, err := os.ReadFile(dispatcher.CaptureFile(testkit.RepoRoot(t), keyType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []capturedRequest
+	r := bytes.NewReader(b)
+	br := bufio.NewReader(r)
+	for pos := 0; ; {
+		req, err := http.ReadRequest(br)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s capture, request %d: %v", keyType, len(out), err)
+		}
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			t.Fatal(err)
+		}
+		next := len(b) - r.Len() - br.Buffered() // where this request ends
+		_, topic, _ := strings.Cut(req.Header.Get("ce-source"), "#")
+		off, err := strconv.ParseInt(req.Header.Get("ce-knativekafkaoffset"), 10, 64)
+		if err != nil || topic == "" {
+			t.Fatalf("%s capture, request %d: ce-source %q, offset %q", keyType, len(out), req.Header.Get("ce-source"), req.Header.Get("ce-knativekafkaoffset"))
+		}
+		out = append(out, capturedRequest{raw: b[pos:next], topic: topic, offset: off})
+		pos = next
+	}
+}
+
+// TestPayloadFromGenuineDispatcherRequests: payload mode accepts every captured request of
+// every key type and turns it into one record; the wireCases among them into the documented
+// record (docs/events.md). A case whose request is not in the captures fails.
 func TestPayloadFromGenuineDispatcherRequests(t *testing.T) {
-	for _, tc := range wireCases {
-		t.Run(tc.name, func(t *testing.T) {
+	src := dispatcher.CaptureRecords()
+	found := map[int]bool{}
+	for _, kt := range dispatcher.CaptureKeyTypes {
+		for _, cr := range readCapture(t, kt) {
 			f := newFake()
-			k := tp{"orders", 0}
-			f.ends[k], f.next[k] = 1, 0
-			_, hh := newTestHandler(t, f, Options{Mode: ModePayload, KeyType: tc.keyType})
-			req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(tc.raw)))
+			k := tp{cr.topic, 0}
+			f.ends[k], f.next[k] = cr.offset+1, cr.offset
+			_, hh := newTestHandler(t, f, Options{Mode: ModePayload, KeyType: keyTypes[kt]})
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(cr.raw)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,12 +129,26 @@ func TestPayloadFromGenuineDispatcherRequests(t *testing.T) {
 			w := httptest.NewRecorder()
 			hh.ServeHTTP(w, req)
 			if w.Code != 200 || len(f.payloads[k]) != 1 {
-				t.Fatalf("%d %s, %d payload writes", w.Code, w.Body.String(), len(f.payloads[k]))
+				t.Errorf("%s capture, offset %d: %d %s, %d payload writes", kt, cr.offset, w.Code, w.Body.String(), len(f.payloads[k]))
+				continue
 			}
-			if d := testkit.SameRecord(tc.want, f.payloads[k][0]); d != "" {
-				t.Errorf("%s\nsource record: %+v", d, tc.src)
+			for i, tc := range wireCases {
+				if tc.keyType != kt || tc.offset != cr.offset {
+					continue
+				}
+				found[i] = true
+				want := *tc.want
+				want.Timestamp = src[tc.offset].Timestamp
+				if d := testkit.SameRecord(&want, f.payloads[k][0]); d != "" {
+					t.Errorf("%s: %s\nsource record: %+v", tc.name, d, src[tc.offset])
+				}
 			}
-		})
+		}
+	}
+	for i, tc := range wireCases {
+		if !found[i] {
+			t.Errorf("%s: no request for offset %d in the %s capture", tc.name, tc.offset, tc.keyType)
+		}
 	}
 }
 

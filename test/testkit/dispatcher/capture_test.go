@@ -12,15 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
 
 type rawSink struct {
 	mu   sync.Mutex
-	reqs []string
+	reqs []string // quoted, for the log
+	raw  []byte   // every request as received, one after the other
 }
 
 func startRaw(t *testing.T) (*rawSink, string) {
@@ -69,6 +68,7 @@ func startRaw(t *testing.T) (*rawSink, string) {
 					}
 					s.mu.Lock()
 					s.reqs = append(s.reqs, fmt.Sprintf("%q\nBODY %q", head.String(), body))
+					s.raw = append(append(s.raw, head.String()...), body...)
 					s.mu.Unlock()
 					c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
 				}
@@ -78,47 +78,48 @@ func startRaw(t *testing.T) (*rawSink, string) {
 	return s, "http://" + ln.Addr().String() + "/"
 }
 
-// TestCaptureDispatcherRequests prints the raw HTTP requests (as bytes on the wire) that the
-// genuine dispatcher sends for a set of awkward records, and its send failures: the source of
-// the captures in shared/mirrorevents/wire_test.go and of docs/events.md. A measuring tool, not
-// a check: it runs only with MM2GO_CAPTURE_DISPATCHER=<key type> (String, Integer, Double,
-// ByteArray); MM2GO_CAPTURE_CEOVERRIDES=1 adds a ceOverrides extension.
+// TestCaptureDispatcherRequests writes the raw HTTP requests (the bytes on the wire) that the
+// genuine dispatcher sends for dispatcher.CaptureRecords, record i at offset i, to
+// dispatcher.CaptureFile (shared/mirrorevents/testdata/dispatcher-<key type>.http, which
+// shared/mirrorevents/wire_test.go reads), and logs them quoted with its send failures: the
+// source of those captures and of docs/events.md. A measuring tool, not a check: it runs only
+// with MM2GO_CAPTURE_DISPATCHER=<key type> (String, Integer, Double, ByteArray) or all;
+// MM2GO_CAPTURE_CEOVERRIDES=1 adds a ceOverrides extension (and writes no file).
 func TestCaptureDispatcherRequests(t *testing.T) {
-	kt := os.Getenv("MM2GO_CAPTURE_DISPATCHER")
-	if kt == "" {
+	kts := []string{os.Getenv("MM2GO_CAPTURE_DISPATCHER")}
+	switch kts[0] {
+	case "":
 		t.Skip("a measuring tool: set MM2GO_CAPTURE_DISPATCHER=<key type> to run it")
+	case "all":
+		kts = dispatcher.CaptureKeyTypes
 	}
 	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cap"), 1, nil)
-	s, url := startRaw(t)
-	d := dispatcher.Start(t, dispatcher.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Sink: url, KeyType: kt, CEOverrides: ceo(), Retry: 1, BackoffDelay: 100 * time.Millisecond})
-	h := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
-	recs := []*kgo.Record{
-		{Key: []byte{0, 1, 0xff}, Value: []byte("v0"), Headers: []kgo.RecordHeader{h("euro", []byte("€ x")), h("", []byte("noname")), h("--", []byte("sym")), h("c1", []byte("\u0085")), h("q", []byte("?"))}},
-		{Key: []byte{0, 0, 0, 5}, Value: []byte("v1")},
-		{Key: []byte{0xff, 0xff, 0xff, 0xfb}, Value: []byte("v2")},
-		{Key: []byte{0x3f, 0xf8, 0, 0, 0, 0, 0, 0}, Value: []byte("v3")},
-		{Key: []byte{0x3f, 0xc0, 0, 0}, Value: []byte("v4")},
-		{Key: []byte{0x41, 0x42}, Value: []byte("v5")},
-		{Key: []byte("k"), Value: []byte("v6"), Headers: []kgo.RecordHeader{h("lat", []byte{0xe9}), h("u", []byte("é"))}},
-		{Key: []byte{0x4b, 0x3e, 0xbc, 0x20}, Value: []byte("v7")},
-		{Key: []byte{0x7f, 0xf0, 0, 0, 0, 0, 0, 0}, Value: []byte("v8")},
-		{Key: []byte{0x41, 0x6f, 0xff, 0xff, 0xe0, 0, 0, 0}, Value: []byte("v9")},
+	for _, kt := range kts {
+		t.Run(kt, func(t *testing.T) {
+			topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "cap"), 1, nil)
+			s, url := startRaw(t)
+			d := dispatcher.Start(t, dispatcher.Config{Bootstrap: c.Source.Bootstrap, Topics: []string{topic}, Sink: url, KeyType: kt, CEOverrides: ceo(), Retry: 1, BackoffDelay: 100 * time.Millisecond})
+			recs := dispatcher.CaptureRecords()
+			for _, r := range recs {
+				r.Topic = topic
+			}
+			testkit.Produce(t, c.Source.Bootstrap, recs...)
+			d.WaitCommitted(topic, map[int32]int64{0: int64(len(recs))}, 3*time.Minute)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, r := range s.reqs {
+				t.Log(r)
+			}
+			t.Log(grepLines(d.Log(), "WARN", "ERROR", "Exception"))
+			if ceo() == nil {
+				f := dispatcher.CaptureFile(testkit.RepoRoot(t), kt)
+				if err := os.WriteFile(f, s.raw, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d requests written to %s", len(s.reqs), f)
+			}
+		})
 	}
-	for _, r := range recs {
-		r.Topic = topic
-	}
-	for _, r := range recs {
-		testkit.Produce(t, c.Source.Bootstrap, r)
-		time.Sleep(1500 * time.Millisecond)
-	}
-	d.WaitCommitted(topic, map[int32]int64{0: int64(len(recs))}, 3*time.Minute)
-	s.mu.Lock()
-	for _, r := range s.reqs {
-		t.Log(r)
-	}
-	s.mu.Unlock()
-	t.Log(grepLines(d.Log(), "WARN", "ERROR", "Exception"))
 }
 
 func grepLines(s string, w ...string) string {
