@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -357,10 +358,26 @@ func clientID(s Settings) string {
 	if s.ClientID != "" {
 		return s.ClientID
 	}
-	if s.Alias != "" {
-		return "mm2go-" + s.Alias
+	return DefaultClientID(s.Alias, os.LookupEnv)
+}
+
+// DefaultClientID is the client.id of a cluster's clients when client.id is not set:
+// mm2go-<alias>-<instance>, the instance named by the first variable lookupEnv finds set of
+// POD_NAME (the downward API), CONTAINER_APP_REPLICA_NAME (Azure Container Apps) and HOSTNAME
+// (the pod name in every Kubernetes container), or mm2go-<alias> when none is. Brokers apply
+// client quotas per client id, so instances that copy side by side (one burst group, several
+// pods of a Service) each get their own quota instead of sharing one.
+func DefaultClientID(alias string, lookupEnv func(string) (string, bool)) string {
+	id := "mm2go"
+	if alias != "" {
+		id += "-" + alias
 	}
-	return "mm2go"
+	for _, name := range []string{"POD_NAME", "CONTAINER_APP_REPLICA_NAME", "HOSTNAME"} {
+		if v, ok := lookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			return id + "-" + strings.TrimSpace(v)
+		}
+	}
+	return id
 }
 
 func tlsConfigured(s Settings) bool {

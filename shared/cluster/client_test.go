@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -276,7 +277,7 @@ func TestOptionValuesReachTheClient(t *testing.T) {
 		wantSASL, wantTLS  bool
 	}{
 		{name: "plain kafka", s: Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, ProducerLingerMS: 5},
-			wantSeed: "b:9092", wantID: "mm2go-source", wantMaxWrite: 100 << 20, wantMetadataMaxAge: 5 * time.Minute, wantLinger: 5 * time.Millisecond},
+			wantSeed: "b:9092", wantID: DefaultClientID("source", os.LookupEnv), wantMaxWrite: 100 << 20, wantMetadataMaxAge: 5 * time.Minute, wantLinger: 5 * time.Millisecond},
 		{name: "event hubs", s: Settings{Alias: "target", ClientID: "mine", EventHubsConnectionString: secret.New(cs)},
 			wantSeed: "ns.servicebus.windows.net:9093", wantID: "mine", wantMaxWrite: 1_000_000, wantMetadataMaxAge: 180 * time.Second, wantSASL: true, wantTLS: true},
 	} {
@@ -350,5 +351,45 @@ func TestCompressionLevelsReachTheClient(t *testing.T) {
 				t.Errorf("producer codecs %+v, want %+v", got, test.want)
 			}
 		})
+	}
+}
+
+// TestInstanceClientID: without client.id every instance gets a client id of its own, from its
+// pod or replica name, so a broker's per-client quota is not shared by the instances of one
+// burst group; client.id still wins.
+func TestInstanceClientID(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{env: nil, want: "mm2go-target"},
+		{env: map[string]string{"HOSTNAME": "mm2go-mirror-lag-x7k2p-9d4fz"}, want: "mm2go-target-mm2go-mirror-lag-x7k2p-9d4fz"},
+		{env: map[string]string{"HOSTNAME": "h", "CONTAINER_APP_REPLICA_NAME": "mm2go-mirror-28a1--abc"}, want: "mm2go-target-mm2go-mirror-28a1--abc"},
+		{env: map[string]string{"HOSTNAME": "h", "CONTAINER_APP_REPLICA_NAME": "r", "POD_NAME": "p"}, want: "mm2go-target-p"},
+		{env: map[string]string{"POD_NAME": " ", "HOSTNAME": "h"}, want: "mm2go-target-h"},
+	} {
+		got := DefaultClientID("target", func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+		if got != c.want {
+			t.Errorf("DefaultClientID with %v = %q, want %q", c.env, got, c.want)
+		}
+	}
+	// As the clients see it: a Knative or KEDA pod's name from the environment.
+	t.Setenv("POD_NAME", "mm2go-mirror-00001-deployment-5d8f7")
+	for _, c := range []struct {
+		s    Settings
+		want string
+	}{
+		{Settings{Alias: "source", BootstrapServers: []string{"b:9092"}}, "mm2go-source-mm2go-mirror-00001-deployment-5d8f7"},
+		{Settings{Alias: "source", BootstrapServers: []string{"b:9092"}, ClientID: "mine"}, "mine"},
+	} {
+		cl, err := NewClient(context.Background(), c.s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := cl.OptValue(kgo.ClientID).(string)
+		cl.Close()
+		if id != c.want {
+			t.Errorf("client.id %q: client id %q, want %q", c.s.ClientID, id, c.want)
+		}
 	}
 }

@@ -90,8 +90,8 @@ type Settings struct {
 	// <alias>.sasl.oauthbearer.token.endpoint.url, ... (MM2_<CLUSTER>_SASL_*).
 	OAuthBearer OAuthBearerConfig `envconfig:"SASL" mm2:"sasl"`
 
-	// ClientID prefixes the client ids of this cluster's clients.
-	ClientID string `envconfig:"CLIENT_ID" mm2:"client.id" desc:"client.id prefix"`
+	// ClientID is the client id of this cluster's clients; empty: DefaultClientID.
+	ClientID string `envconfig:"CLIENT_ID" mm2:"client.id" desc:"client.id of this cluster's clients (default: mm2go-<alias>-<instance>, the instance from POD_NAME, CONTAINER_APP_REPLICA_NAME or HOSTNAME; mm2go-<alias> without one)"`
 	// ConsumerAutoOffsetReset applies to partitions without a stored
 	// position: earliest, latest or none.
 	ConsumerAutoOffsetReset string `envconfig:"CONSUMER_AUTO_OFFSET_RESET" mm2:"consumer.auto.offset.reset" default:"earliest" desc:"earliest, latest or none"`
