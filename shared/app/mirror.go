@@ -201,7 +201,7 @@ func logSummary(logger *slog.Logger, s engine.Summary) {
 		rate = float64(s.Records) / s.Duration.Seconds()
 	}
 	logger.Info("burst summary",
-		"reason", s.Reason, "records", s.Records, "bytes", s.Bytes, "lag", s.Lag,
+		"reason", s.Reason, "error", s.Error, "records", s.Records, "bytes", s.Bytes, "lag", s.Lag,
 		"partitions", s.Partitions, "duration", s.Duration.Round(time.Millisecond).String(),
 		"records_per_second", int64(rate), "first_record_ms", s.FirstRecordMS, "topics_ready_ms", s.TopicsReadyMS,
 		"exactly_once", s.ExactlyOnce, "gaps", len(s.Gaps), slog.Group("topics", topics...))

@@ -312,6 +312,7 @@ func exitCode(err error, logger *slog.Logger) int {
 		}
 		return ee.Code
 	case errors.Is(err, ErrMoreToDo):
+		logger.Warn("not done; run again later", "err", err.Error(), "exit_code", ExitMore)
 		return ExitMore
 	case errors.As(err, &ce):
 		logger.Error("invalid configuration", "err", err.Error())

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -69,5 +70,21 @@ func TestUnreadVariableWarns(t *testing.T) {
 		if strings.Contains(log, not) {
 			t.Errorf("log names %s\n%s", not, log)
 		}
+	}
+}
+
+// TestRunAgainLaterLogsWhy: a run that exits 3 says why on stderr (a target refusing
+// connections would otherwise leave only the JSON summary on stdout).
+func TestRunAgainLaterLogsWhy(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	app := App{Name: "mirror", Run: func(context.Context, Env) error {
+		return fmt.Errorf("burst: creating topic %q: connection refused (%w)", "source.orders", ErrMoreToDo)
+	}}
+	if code := Execute(context.Background(), app, []string{"run"}, env(valid), &stdout, &stderr); code != ExitMore {
+		t.Fatalf("exit %d, want %d", code, ExitMore)
+	}
+	want := `"level":"WARN","msg":"not done; run again later","function":"mirror","err":"burst: creating topic \"source.orders\": connection refused (budget reached, more to do)","exit_code":3`
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("log lacks %s\n%s", want, stderr.String())
 	}
 }

@@ -98,9 +98,9 @@ func Script(t testing.TB) string {
 	if p, ok := find(testkit.RepoRoot(t)); ok {
 		return p
 	}
-	msg := "the genuine Knative dispatcher (../shared/knative-dispatcher/run-dispatcher.sh from the repository root, or $" + EnvDir + ") is not here"
+	msg := "this test drives mirror serve with the genuine Knative KafkaSource dispatcher (dispatcher-loom of knative-extensions/eventing-kafka-broker, Java 21+), whose runner (run-dispatcher.sh) is not here: set $" + EnvDir + " to the directory holding it, or put it in ../shared/knative-dispatcher beside the repository. The rest of the suite does not need it"
 	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true, so this is a failure, not a skip")
+		t.Fatal(msg + "; CI=true, so this is a failure, not a skip. To run the suite without it, unset CI (these tests then skip)")
 	}
 	t.Skip(msg)
 	return ""
