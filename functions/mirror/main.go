@@ -1,6 +1,6 @@
 // Command mirror is mm2go's replication function: `mirror run` copies one burst (MM2's
 // MirrorSourceConnector work) and exits; `mirror serve` answers CloudEvents; `mirror -h`
-// lists every setting; `mirror status`, `mirror verify` and `mirror plan` inspect the flow.
+// lists the settings it reads; `mirror status`, `mirror verify` and `mirror plan` inspect the flow.
 package main
 
 import (
