@@ -2,11 +2,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/mm2go/mm2go/shared/cli"
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -30,9 +32,10 @@ func Ops(ctx context.Context, cfg *config.Config, lookupEnv func(string) (string
 // OpsCommands returns the mirror sub-commands status, verify and plan for cli.App.Commands.
 func OpsCommands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"status": {Summary: "positions, lag, offset syncs, checkpoints and heartbeats of the flow (-o json)", Run: StatusCommand},
-		"verify": {Summary: "compare source and target records partition by partition (exit 0 complete, 1 differences, 2 error)", Run: VerifyCommand},
-		"plan":   {Summary: "dry run: what `run` would select, create, grow, sync and copy (-o json)", Run: PlanCommand},
+		"status":  {Summary: "positions, lag, offset syncs, checkpoints and heartbeats of the flow (-o json)", Run: StatusCommand},
+		"verify":  {Summary: "compare source and target records partition by partition (exit 0 complete, 1 differences, 2 error)", Run: VerifyCommand},
+		"plan":    {Summary: "dry run: what `run` would select, create, grow, sync and copy (-o json)", Run: PlanCommand},
+		"cutover": {Summary: "move consumer groups to the target at exactly their next record: -groups a,b [-topics t] [-dry-run] [-allow-live] (exit 0 go, 4 not exact, 5 producers writing, 6 groups in use, 1 error)", Run: CutoverCommand},
 	}
 }
 
@@ -134,4 +137,60 @@ func VerifyCommand(ctx context.Context, env cli.Env) error {
 		return &cli.ExitError{Code: ops.VerifyDifferences}
 	}
 	return nil
+}
+
+// CutoverCommand is `mirror cutover -groups a,b [-topics t1,t2] [-timeout 5m] [-watch 3s]
+// [-dry-run] [-allow-live] [-o json]`. Its exit code is ops.CutoverGo, ops.CutoverNoGo,
+// ops.CutoverLive, ops.CutoverInUse or ops.CutoverError.
+func CutoverCommand(ctx context.Context, env cli.Env) error {
+	fs, format := flags("cutover", env.Stdout)
+	groups := fs.String("groups", "", "consumer groups to move, comma separated (required)")
+	topics := fs.String("topics", "", "source topics to move them on, comma separated (default: every replicated topic they committed on)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound of the whole cutover, drain included")
+	watch := fs.Duration("watch", 3*time.Second, "how long the source end offsets are watched for producers still writing")
+	dry := fs.Bool("dry-run", false, "check the preconditions and work out the translation; copy and write nothing")
+	live := fs.Bool("allow-live", false, "only report producers still writing (and members on the source) instead of refusing")
+	if err := parse(fs, env.Args, format); err != nil {
+		return &cli.ExitError{Code: cli.ExitConfig, Err: err}
+	}
+	co := ops.CutoverOptions{Groups: splitList(*groups), Topics: splitList(*topics), Timeout: *timeout, Watch: *watch,
+		DryRun: *dry, AllowLive: *live, Metrics: env.Metrics,
+		CheckpointsTopicReplicationFactor: int16(env.Config.CheckpointsTopicReplicationFactor)}
+	if len(co.Groups) == 0 {
+		return &cli.ExitError{Code: cli.ExitConfig, Err: &cli.ConfigError{Err: fmt.Errorf("-groups: name the consumer groups to move")}}
+	}
+	if _, tgt, err := profiles(env.Config); err == nil {
+		co.CheckpointsTopicConfigs = tgt.InternalTopicConfigs()
+	}
+	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
+	if err != nil {
+		return &cli.ExitError{Code: cli.ExitConfig, Err: &cli.ConfigError{Err: err}}
+	}
+	defer o.Close()
+	// A retriable failure (a coordinator loading, a leader moving) runs the cutover again from
+	// its start: every step is safe to repeat (the same offsets are translated and written).
+	var c *ops.Cutover
+	err = retry(ctx, env, "cutover", func(ctx context.Context) (err error) { c, err = o.Cutover(ctx, co); return err })
+	if err != nil {
+		return &cli.ExitError{Code: ops.CutoverError, Err: fmt.Errorf("cutover: %w", err)}
+	}
+	if err := write(env.Stdout, *format, c); err != nil {
+		return &cli.ExitError{Code: ops.CutoverError, Err: err}
+	}
+	env.Logger.Info("cutover summary", "go", c.Go, "exit_code", c.ExitCode, "dry_run", c.DryRun, "partitions", len(c.Partitions),
+		"live_partitions", len(c.Live), "groups_in_use", len(c.InUse), "verdict", c.Verdict)
+	if c.ExitCode != ops.CutoverGo {
+		return &cli.ExitError{Code: c.ExitCode, Err: errors.New(c.Verdict)}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -43,8 +43,8 @@ func CheckpointJob(ctx context.Context, cfg *config.Config, logger *slog.Logger,
 		DisableCheckpoints:                !cfg.EmitCheckpointsEnabled,
 		SyncGroupOffsets:                  cfg.SyncGroupOffsetsEnabled,
 	}
-	// MM2_CHECKPOINT_TRANSLATION: "mm2" (MM2's OffsetSyncStore alone, checkpoints identical to
-	// MM2's) or "precise" (Options.PreciseTranslation); config validated the value.
+	// MM2_CHECKPOINT_TRANSLATION: "precise" (the default: Options.PreciseTranslation) or "mm2"
+	// (MM2's OffsetSyncStore alone, checkpoints identical to MM2's); config validated the value.
 	opts.PreciseTranslation = cfg.CheckpointTranslation == "precise"
 	srcProfile, tgtProfile, err := profiles(cfg)
 	if err != nil {

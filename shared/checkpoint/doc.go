@@ -24,8 +24,9 @@
 // and read a topic again from the start when it was truncated or recreated.
 //
 // Translation is MM2's (offsetsync.Store) unless Options.PreciseTranslation
-// is set: then the closest recent sync is used when MM2's 64 slots no longer
-// hold it, which re-reads fewer records after a failover and never skips one.
+// is set (the checkpoint function's default, MM2_CHECKPOINT_TRANSLATION=precise):
+// then the closest recent sync is used when MM2's 64 slots no longer hold it,
+// which re-reads fewer records after a failover and never skips one.
 //
 // The record formats are MM2's (package mm2), so MM2's MirrorClient,
 // RemoteClusterUtils.translateOffsets and a real MirrorCheckpointTask read

@@ -48,6 +48,10 @@ type Options struct {
 	// read again after a failover, never a skipped one (see history). Off,
 	// checkpoints are exactly MM2's. It is not used while the checkpoints
 	// topic could not be read (MM2 then trusts only the newest syncs).
+	// The checkpoint function sets it unless MM2_CHECKPOINT_TRANSLATION=mm2:
+	// on a 1:1 copy a group then re-reads at most offset.lag.max records per
+	// partition (syncs are at most offset.lag.max+1 offsets apart), where
+	// MM2's slots can leave thousands.
 	PreciseTranslation bool
 	// HistorySyncs bounds the syncs kept per partition for
 	// PreciseTranslation; 0 means DefaultHistorySyncs.

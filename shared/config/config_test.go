@@ -129,7 +129,7 @@ func TestDefaults(t *testing.T) {
 		SyncTopicConfigsEnabled: true, RefreshTopicsEnabled: true, SyncTopicAclsEnabled: true,
 		OffsetStorageTopic: "mm2-offsets.source.internal", OffsetStoragePartitions: 25, OffsetStorageReplicationFactor: 3,
 		EmitHeartbeatsEnabled: true, HeartbeatsReplicationEnabled: true, ReverseHeartbeatsEnabled: true,
-		ExactlyOnce: false, BurstMaxDuration: 0, BurstMaxRecords: 0, ForwardBatches: true, EventMode: "fetch", EventKeyType: "string", CheckpointTranslation: "mm2",
+		ExactlyOnce: false, BurstMaxDuration: 0, BurstMaxRecords: 0, ForwardBatches: true, EventMode: "fetch", EventKeyType: "string", CheckpointTranslation: "precise",
 		LogLevel: "info", LogFormat: "auto", Port: 8080,
 	}
 	clusterDefaults := cluster.Settings{
