@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -150,12 +149,4 @@ func TestPayloadFromGenuineDispatcherRequests(t *testing.T) {
 			t.Errorf("%s: no request for offset %d in the %s capture", tc.name, tc.offset, tc.keyType)
 		}
 	}
-}
-
-func at(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		panic(err)
-	}
-	return t
 }
