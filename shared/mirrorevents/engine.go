@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/metrics"
 )
@@ -97,6 +99,26 @@ func (c *EngineCopier) CopyThrough(ctx context.Context, topic string, partition 
 		return 0, Permanent(err)
 	}
 	return next, err
+}
+
+// Partitions returns the number of partitions of source topic t (a metadata request).
+func (c *EngineCopier) Partitions(ctx context.Context, t string) (int32, bool, error) {
+	src, _, err := c.clients(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	md, err := kadm.NewClient(src).Metadata(ctx, t)
+	if err != nil {
+		return 0, false, fmt.Errorf("source metadata: %w", err)
+	}
+	td, ok := md.Topics[t]
+	if !ok || cluster.TopicMissing(td.Err) {
+		return 0, false, nil
+	}
+	if td.Err != nil {
+		return 0, false, fmt.Errorf("source metadata of %q: %w", t, td.Err)
+	}
+	return int32(len(td.Partitions)), true, nil
 }
 
 // Burst runs one engine burst.

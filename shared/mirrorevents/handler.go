@@ -38,6 +38,9 @@ type Copier interface {
 	// record, its offset sync and the position rec.Offset are durable. It returns an error
 	// wrapping ErrBehind if earlier offsets turn out not to be on the target.
 	WriteAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error
+	// Partitions returns the number of partitions of source topic t; ok is false when the
+	// source has no such topic.
+	Partitions(ctx context.Context, t string) (n int32, ok bool, err error)
 	// Burst runs one burst and returns its JSON-able summary.
 	Burst(ctx context.Context) (any, error)
 	// Ready reports whether both clusters are reachable.
@@ -102,7 +105,9 @@ type Handler struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	parts map[tp]*partition
+	parts map[tp]*partition // only partitions the source has (known)
+
+	known partitionCounts
 
 	burstMu sync.Mutex
 	burst   *flight // running burst, shared by concurrent triggers
@@ -216,6 +221,9 @@ func (h *Handler) record(ctx context.Context, e event.Event) protocol.Result {
 	}
 	if !h.c.Selected(re.Topic) {
 		return cehttp.NewResult(http.StatusBadRequest, "topic %q is not replicated by this flow (topics/topics.exclude filters, internal topic or replication cycle)", re.Topic)
+	}
+	if err := h.known.check(ctx, h.c, re.Topic, re.Partition); err != nil {
+		return h.result(ctx, re, err)
 	}
 	key := tp{re.Topic, re.Partition}
 	if h.opts.Mode == ModePayload && re.Record != nil {

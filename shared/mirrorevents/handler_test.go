@@ -23,16 +23,18 @@ import (
 
 // fakeCopier is a Copier over an in-memory "source" of end offsets and a "target" log.
 type fakeCopier struct {
-	mu       sync.Mutex
-	ends     map[tp]int64
-	next     map[tp]int64 // stored position + 1
-	written  map[tp][]int64
-	payloads map[tp][]*kgo.Record
-	copies   atomic.Int32
-	gate     chan struct{} // if set, CopyThrough waits for it
-	err      error         // returned by CopyThrough/WriteAt when set
-	stopAt   int64         // if > 0, CopyThrough copies only below it, then fails
-	selected func(string) bool
+	mu         sync.Mutex
+	ends       map[tp]int64
+	next       map[tp]int64 // stored position + 1
+	written    map[tp][]int64
+	payloads   map[tp][]*kgo.Record
+	copies     atomic.Int32
+	lookups    atomic.Int32     // Partitions calls
+	partitions map[string]int32 // if set, the source's topics and partition counts (else from ends)
+	gate       chan struct{}    // if set, CopyThrough waits for it
+	err        error            // returned by CopyThrough/WriteAt when set
+	stopAt     int64            // if > 0, CopyThrough copies only below it, then fails
+	selected   func(string) bool
 }
 
 func newFake() *fakeCopier {
@@ -98,6 +100,27 @@ func (f *fakeCopier) WriteAt(_ context.Context, t string, p int32, rec *kgo.Reco
 	f.payloads[k] = append(f.payloads[k], rec)
 	f.next[k] = rec.Offset + 1
 	return nil
+}
+func (f *fakeCopier) Partitions(_ context.Context, t string) (int32, bool, error) {
+	f.lookups.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, false, f.err
+	}
+	n := int32(-1)
+	for k := range f.ends {
+		if k.topic == t {
+			n = max(n, k.partition)
+		}
+	}
+	if n < 0 && f.partitions == nil {
+		return 1, true, nil // a topic the test did not set up: one partition
+	}
+	if p, ok := f.partitions[t]; ok {
+		return p, true, nil
+	}
+	return n + 1, n >= 0, nil
 }
 func (f *fakeCopier) Burst(context.Context) (any, error) {
 	f.mu.Lock()
