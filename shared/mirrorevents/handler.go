@@ -2,6 +2,7 @@ package mirrorevents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -207,10 +208,13 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) protocol.Result {
 	if IsRecordEvent(e) {
 		return h.record(ctx, e)
 	}
-	if e.Type() == TypePing || len(h.opts.BurstEventTypes) == 0 || slices.Contains(h.opts.BurstEventTypes, e.Type()) {
+	// Without sender authentication an empty MM2_BURST_EVENT_TYPES means PingSource's type only:
+	// anyone who can reach the service could start bursts with any other type.
+	anyType := len(h.opts.BurstEventTypes) == 0 && serve.Authenticated(ctx)
+	if e.Type() == TypePing || anyType || slices.Contains(h.opts.BurstEventTypes, e.Type()) {
 		return h.runBurst(ctx)
 	}
-	return cehttp.NewResult(http.StatusBadRequest, "event type %q is neither a KafkaSource record event (%s) nor a burst trigger (%s or MM2_BURST_EVENT_TYPES %v)",
+	return cehttp.NewResult(http.StatusBadRequest, "event type %q is neither a KafkaSource record event (%s) nor a burst trigger (%s or MM2_BURST_EVENT_TYPES %v; an empty list means any type only with sender authentication)",
 		e.Type(), TypeKafkaEvent, TypePing, h.opts.BurstEventTypes)
 }
 
@@ -386,12 +390,33 @@ func (h *Handler) runBurst(ctx context.Context) protocol.Result {
 	case <-ctx.Done():
 		return cehttp.NewResult(http.StatusServiceUnavailable, "burst still running after the request's time budget (%v); it continues and commits its progress", ctx.Err())
 	}
+	auth := serve.Authenticated(ctx)
 	if f.err != nil {
 		var pe *PermanentError
+		status, what := http.StatusServiceUnavailable, "burst failed"
 		if errors.As(f.err, &pe) {
-			return cehttp.NewResult(http.StatusBadRequest, "burst: %v", f.err)
+			status, what = http.StatusBadRequest, "burst"
 		}
-		return cehttp.NewResult(http.StatusServiceUnavailable, "burst failed: %v", f.err)
+		if !auth {
+			h.log.Warn("burst failed", "err", serve.OneLine(f.err.Error()))
+			return cehttp.NewResult(status, "%s (the function's log says why; answers carry the reason to authenticated senders only)", what)
+		}
+		return cehttp.NewResult(status, "%s: %v", what, f.err)
+	}
+	if !auth {
+		return serve.JSON(http.StatusOK, reasonOnly(f.summary))
 	}
 	return serve.JSON(http.StatusOK, f.summary)
+}
+
+// reasonOnly keeps a burst summary's "reason" (why it ended: done, max-duration, ...), the
+// answer to an unauthenticated sender, which gets no topic names, counts or errors.
+func reasonOnly(summary any) map[string]any {
+	var r struct {
+		Reason any `json:"reason"`
+	}
+	if b, err := json.Marshal(summary); err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	return map[string]any{"reason": r.Reason}
 }

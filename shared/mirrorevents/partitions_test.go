@@ -1,9 +1,12 @@
 package mirrorevents
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
 )
 
 // TestMadeUpPartitionsRefused (F5): events naming 1,000 partitions a 1-partition source topic
@@ -35,5 +38,29 @@ func TestMadeUpPartitionsRefused(t *testing.T) {
 	// A topic the source does not have: 400, and nothing remembered for it.
 	if code, body := post(t, srv, kafkaEvent("made-up", 0, 0)); code != http.StatusBadRequest || !strings.Contains(body, `the source has no topic "made-up"`) {
 		t.Errorf("event for a made-up topic: answer %d %q, want 400", code, body)
+	}
+}
+
+// TestBurstUnauthenticated (F6): without sender authentication an empty MM2_BURST_EVENT_TYPES
+// starts bursts for PingSource's type only, and the answer carries the burst's reason, not its
+// topics, counts or errors.
+func TestBurstUnauthenticated(t *testing.T) {
+	f := newFake()
+	_, srv := newTestHandler(t, f, Options{})
+	other := event.New()
+	other.SetID("u2")
+	other.SetSource("/x")
+	other.SetType("com.example.other")
+	if code, body := post(t, srv, other); code != http.StatusBadRequest || !strings.Contains(body, "only with sender authentication") {
+		t.Errorf("unauthenticated event of another type: answer %d %q, want 400", code, body)
+	}
+	ping := other.Clone()
+	ping.SetType(TypePing)
+	if code, body := post(t, srv, ping); code != http.StatusOK || strings.Contains(body, "records") {
+		t.Errorf("unauthenticated PingSource tick: answer %d %q, want 200 without the summary's counts", code, body)
+	}
+	f.err = errors.New("source down at 10.1.2.3:9093")
+	if code, body := post(t, srv, ping); code != http.StatusServiceUnavailable || strings.Contains(body, "10.1.2.3") {
+		t.Errorf("unauthenticated tick, failed burst: answer %d %q, want 503 without the cluster's error", code, body)
 	}
 }

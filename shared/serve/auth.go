@@ -250,9 +250,23 @@ func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
 			writeText(w, e.status, e.reason)
 			return
 		}
-		next(w, r)
+		next(w, r.WithContext(WithSender(r.Context())))
 	}
 }
+
+type senderKey struct{}
+
+// WithSender returns ctx marked as the context of a request whose sender's token was verified.
+// The server marks every request it lets through sender authentication; handlers' tests use it
+// to act as such a request.
+func WithSender(ctx context.Context) context.Context {
+	return context.WithValue(ctx, senderKey{}, true)
+}
+
+// Authenticated reports whether ctx is that of a request whose sender's token was verified.
+// Without it a handler should answer as to anyone who can reach the service: no topic names,
+// counts or cluster errors.
+func Authenticated(ctx context.Context) bool { v, _ := ctx.Value(senderKey{}).(bool); return v }
 
 // ErrNoSenderAuth is returned by CheckPayloadAuth.
 var ErrNoSenderAuth = errors.New("MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record, so it must know who sent the event: " +

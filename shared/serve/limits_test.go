@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -61,5 +62,20 @@ func TestBodyLimits(t *testing.T) {
 	req.Header.Set("Content-Type", "application/cloudevents+json")
 	if code, _ := do(d, req); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("discarding server, structured event over 8 KiB: answer %d, want 413", code)
+	}
+}
+
+// TestReadyzNoClusterText (F6): /readyz is open to anyone who can reach the service: a cluster
+// error (bootstrap address, client id) is logged, not answered.
+func TestReadyzNoClusterText(t *testing.T) {
+	var logs bytes.Buffer
+	cause := errors.New("source cluster unreachable: dial tcp 10.1.2.3:9093 (client mm2go-source): connection refused")
+	h := NewHTTPHandler(Config{}, slog.New(slog.NewTextHandler(&logs, nil)), readyHandler{HandlerFunc(ok), cause})
+	code, body := do(h, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if code != http.StatusServiceUnavailable || strings.Contains(body, "10.1.2.3") || strings.Contains(body, "mm2go-source") {
+		t.Errorf("/readyz: answer %d %q, want 503 without the cluster's error", code, body)
+	}
+	if !strings.Contains(logs.String(), "10.1.2.3") {
+		t.Errorf("the log does not say why: %q", logs.String())
 	}
 }

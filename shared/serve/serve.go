@@ -6,7 +6,8 @@
 //	POST /          a CloudEvent in binary or structured content mode (sdk-go's HTTP binding);
 //	                the Handler's protocol.Result decides the status code and body
 //	GET  /healthz   liveness: 200 while the process serves
-//	GET  /readyz    readiness: the Handler's Ready check (clusters reachable), 200 or 503
+//	GET  /readyz    readiness: the Handler's Ready check (clusters reachable), 200 or 503 (the
+//	                reason is logged, not answered)
 //
 // Every answer that is not 2xx carries a one-line text body that says why, because KafkaSource
 // keeps up to 1024 bytes of it in the dead-letter event (knativeerrordata) and operators read it
@@ -28,6 +29,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,8 +58,8 @@ type HandlerFunc func(ctx context.Context, e event.Event) protocol.Result
 func (f HandlerFunc) Handle(ctx context.Context, e event.Event) protocol.Result { return f(ctx, e) }
 
 // Readier is implemented by handlers that can tell whether they can serve (clusters reachable).
-// /readyz answers 503 with the error's text while Ready returns an error. A handler without it is
-// always ready.
+// /readyz answers 503 while Ready returns an error, whose text is logged (at each change) but not
+// answered. A handler without it is always ready.
 type Readier interface {
 	Ready(ctx context.Context) error
 }
@@ -288,7 +290,8 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		if changed {
 			s.log.Warn("not ready", "reason", oneLine(err.Error()))
 		}
-		writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+		// The reason (bootstrap addresses, client ids) goes to the log only: /readyz is open.
+		writeText(w, http.StatusServiceUnavailable, "not ready: "+unreachable(err)+" (the function's log says why)")
 		return
 	}
 	if changed {
@@ -373,4 +376,17 @@ func (s *server) requestLevel(status int) slog.Level {
 	default:
 		return slog.LevelDebug
 	}
+}
+
+// unreachable names which cluster a readiness error is about, without its text.
+func unreachable(err error) string {
+	msg := err.Error()
+	src, tgt := strings.Contains(msg, "source"), strings.Contains(msg, "target")
+	switch {
+	case src && !tgt:
+		return "source cluster unreachable"
+	case tgt && !src:
+		return "target cluster unreachable"
+	}
+	return "a cluster is unreachable"
 }
