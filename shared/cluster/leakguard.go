@@ -24,11 +24,14 @@ import (
 // contains the value of a secret, the text is replaced whole by a notice
 // naming the setting. It never edits text, so it cannot turn "unable" into
 // "una[redacted]le" the way substring replacement of a one-letter password
-// did. Secrets shorter than minGuardedSecret are not looked for: a short
-// value occurs by chance in most sentences, so finding it says nothing, and
-// withholding every such sentence would hide every diagnosis.
+// did. Secrets shorter than minGuardedSecret are looked for only where a
+// value stands: right after '=', '"' or '\'' and not followed by a letter or
+// digit (password="pw1", key=abc;). Found anywhere, a short value says
+// nothing: it occurs by chance in most sentences, and withholding every such
+// sentence would hide every diagnosis.
 
-// minGuardedSecret is the length from which leakGuard looks for a secret.
+// minGuardedSecret is the length from which leakGuard looks for a secret
+// anywhere in a text.
 const minGuardedSecret = 8
 
 // guardedSecret is one secret value and the property it comes from.
@@ -47,7 +50,7 @@ func guardOf(s Settings) leakGuard {
 	var g leakGuard
 	add := func(prop, v string) {
 		v = strings.TrimSpace(v)
-		if len(v) < minGuardedSecret {
+		if v == "" {
 			return
 		}
 		for _, have := range g {
@@ -71,8 +74,20 @@ func guardOf(s Settings) leakGuard {
 	}
 	if cs := s.EventHubsConnectionString.Reveal(); cs != "" {
 		for part := range strings.SplitSeq(cs, ";") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(strings.TrimSpace(k), "SharedAccessKey") {
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			switch k = strings.TrimSpace(k); {
+			case !ok:
+			case strings.EqualFold(k, "SharedAccessKey"):
 				add("eventhubs.connection.string", v)
+			case strings.EqualFold(k, "SharedAccessSignature"):
+				// "SharedAccessSignature sr=...&sig=...&se=...&skn=...": the whole token, and its
+				// signature alone (the part that grants access).
+				add("eventhubs.connection.string", v)
+				for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == '&' || r == ' ' }) {
+					if name, sig, ok := strings.Cut(f, "="); ok && name == "sig" {
+						add("eventhubs.connection.string", sig)
+					}
+				}
 			}
 		}
 	}
@@ -105,14 +120,42 @@ func secretFields(v reflect.Value, prefix string, add func(prop, value string)) 
 	}
 }
 
-// find returns the property whose secret text contains.
+// find returns the property whose secret text contains (a short one only
+// where a value stands, see above).
 func (g leakGuard) find(text string) (string, bool) {
 	for _, s := range g {
-		if strings.Contains(text, s.value) {
+		if len(s.value) >= minGuardedSecret {
+			if strings.Contains(text, s.value) {
+				return s.prop, true
+			}
+		} else if standsAsValue(text, s.value) {
 			return s.prop, true
 		}
 	}
 	return "", false
+}
+
+// standsAsValue reports whether v occurs in text right after '=', '"' or
+// '\” and is not followed by a letter or digit.
+func standsAsValue(text, v string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], v)
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		end := at + len(v)
+		before := at > 0 && strings.IndexByte("=\"'", text[at-1]) >= 0
+		after := end == len(text) || !isAlnum(text[end])
+		if before && after {
+			return true
+		}
+		i = at + 1
+	}
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // withheld is the notice that stands for a text holding a secret.

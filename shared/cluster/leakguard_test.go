@@ -128,3 +128,23 @@ func setSecrets(s *Settings, next func() string) {
 	}
 	walk(reflect.ValueOf(s).Elem())
 }
+
+// TestShortSecretAndSASTokenGuarded (F9): a short password is withheld where it stands as a
+// value (password="pw1"), and an Event Hubs SharedAccessSignature connection string guards the
+// token and its signature; prose that merely contains the short value is left alone.
+func TestShortSecretAndSASTokenGuarded(t *testing.T) {
+	s := Settings{Alias: "source", BootstrapServers: []string{"b:9093"}, SASLPassword: secret.New("pw1"),
+		EventHubsConnectionString: secret.New("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessSignature=SharedAccessSignature sr=ns.servicebus.windows.net&sig=c2lnbmF0dXJlLXZhbHVl&se=1900000000&skn=send")}
+	g := guardOf(s)
+	for _, text := range []string{`broker said: login failed user="bob" password="pw1"`, `password=pw1; retry`,
+		`proxy echoed sig=c2lnbmF0dXJlLXZhbHVl`, `token SharedAccessSignature sr=ns.servicebus.windows.net&sig=c2lnbmF0dXJlLXZhbHVl&se=1900000000&skn=send`} {
+		if got := g.text(text); !strings.Contains(got, "withheld") {
+			t.Errorf("%q passed the guard as %q", text, got)
+		}
+	}
+	for _, text := range []string{"upw1 is a word, apw12 too", "dial tcp: lookup b: no such host"} {
+		if got := g.text(text); got != text {
+			t.Errorf("%q edited to %q", text, got)
+		}
+	}
+}
