@@ -4,7 +4,7 @@
 // says how many tests did not run and why.
 //
 //	testsummary -record FILE go test -json ./...   # exit status: the command's
-//	testsummary -report FILE                        # one line per reason, then the count line
+//	testsummary -report FILE                        # a line per skipped test, then the count line
 package main
 
 import (
@@ -163,8 +163,8 @@ func (t *tally) appendTo(file string) error {
 	return f.Close()
 }
 
-// printReport prints the skips of the tally file grouped by reason (most first), then one
-// line counting them: the last line of `make test`.
+// printReport prints the skipped tests of the tally file, a line each, grouped by reason (most
+// first), then one line counting them by reason: the last line of `make test`.
 func printReport(out io.Writer, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -208,11 +208,9 @@ func printReport(out io.Writer, file string) error {
 	var why []string
 	for _, r := range reasons {
 		ss := byReason[r]
-		fmt.Fprintf(out, "skipped %d: %s (%s %s", len(ss), r, shortPkg(ss[0].pkg), ss[0].test)
-		if len(ss) > 1 {
-			fmt.Fprintf(out, " and %d more", len(ss)-1)
+		for _, sk := range ss {
+			fmt.Fprintf(out, "skipped: %s %s: %s\n", shortPkg(sk.pkg), sk.test, r)
 		}
-		fmt.Fprintln(out, ")")
 		why = append(why, fmt.Sprintf("%d %s", len(ss), clip(r, 60)))
 	}
 	line := fmt.Sprintf("== tests: %d passed, %d failed, %d skipped", t.passed, t.failed, len(t.skips))

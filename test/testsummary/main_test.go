@@ -51,9 +51,10 @@ func TestFilterAndReport(t *testing.T) {
 	if err := printReport(&rep, file); err != nil {
 		t.Fatal(err)
 	}
-	want := "skipped 2: the kit is not here (test/testsummary/testdata/sample TestSkipKit and 1 more)\n" +
-		"skipped 1: no broker: 1 (test/testsummary/testdata/sample TestSub/skipped)\n" +
-		"skipped 1: no docker (deploy/check TestImage)\n" +
+	want := "skipped: test/testsummary/testdata/sample TestSkipKit: the kit is not here\n" +
+		"skipped: test/testsummary/testdata/sample TestSkipKitToo: the kit is not here\n" +
+		"skipped: test/testsummary/testdata/sample TestSub/skipped: no broker: 1\n" +
+		"skipped: deploy/check TestImage: no docker\n" +
 		"== tests: 5 passed, 2 failed, 4 skipped: 2 the kit is not here; 1 no broker: 1; 1 no docker\n"
 	if rep.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", rep.String(), want)
