@@ -71,7 +71,7 @@ type Config struct {
 	// Topic creation.
 	ReplicationFactor                 int  `envconfig:"MM2_REPLICATION_FACTOR" fn:"mirror" mm2:"replication.factor" default:"2" desc:"replication factor of remote topics (-1: broker default)"`
 	OffsetSyncsTopicReplicationFactor int  `envconfig:"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR" fn:"mirror" mm2:"offset-syncs.topic.replication.factor" default:"3" desc:"replication factor of the offset-syncs topic"`
-	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" fn:"checkpoint" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
+	CheckpointsTopicReplicationFactor int  `envconfig:"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR" fn:"mirror,checkpoint" mm2:"checkpoints.topic.replication.factor" default:"3" desc:"replication factor of the checkpoints topic"`
 	HeartbeatsTopicReplicationFactor  int  `envconfig:"MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR" fn:"heartbeat" mm2:"heartbeats.topic.replication.factor" default:"3" desc:"replication factor of the heartbeats topic"`
 	SyncTopicConfigsEnabled           bool `envconfig:"MM2_SYNC_TOPIC_CONFIGS_ENABLED" fn:"mirror" mm2:"sync.topic.configs.enabled" default:"true" desc:"copy topic configs to remote topics"`
 	RefreshTopicsEnabled              bool `envconfig:"MM2_REFRESH_TOPICS_ENABLED" fn:"mirror" mm2:"refresh.topics.enabled" default:"true" desc:"accepted for MM2 files: every run looks for new topics and partitions, so false has no effect (WARN)"`
