@@ -171,6 +171,13 @@ func warnIgnored(logger *slog.Logger, ignored []ignoredKey) {
 
 // load is Load without the WARN lines: it returns the keys the flow ignores.
 func load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, []ignoredKey, error) {
+	var resolved []resolvedRef
+	c, ignored, err := loadResolving(lookupEnv, logger, &resolved)
+	return c, ignored, redactResolved(err, resolved)
+}
+
+// loadResolving is load; it sets *resolved to the values config providers resolved.
+func loadResolving(lookupEnv func(string) (string, bool), logger *slog.Logger, resolved *[]resolvedRef) (*Config, []ignoredKey, error) {
 	var ignoredKeys []ignoredKey
 	c := &Config{}
 	settings := settingsOf(c)
@@ -183,6 +190,7 @@ func load(lookupEnv func(string) (string, bool), logger *slog.Logger) (*Config, 
 		if file, err = loadMM2File(path, flow, lookupEnv, logger); err != nil {
 			return nil, nil, err
 		}
+		*resolved = file.resolved
 		logger.Debug("loaded MM2 properties file", "file", path, "flow", file.source+"->"+file.target, "clusters", file.clusters)
 	} else if flow != "" {
 		src, tgt, ok := flowFromString(flow)

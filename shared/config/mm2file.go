@@ -28,6 +28,7 @@ type mm2File struct {
 	allFlows       []string          // every enabled flow, "A->B"
 	renamed        map[string]string // connector-style files: loader key -> the file's key
 	source, target string
+	resolved       []resolvedRef // values config providers resolved (kept out of errors)
 }
 
 // flowFromString parses "A->B".
@@ -73,6 +74,7 @@ func loadMM2File(path, flow string, lookupEnv func(string) (string, bool), logge
 		}
 		f.props[k] = r
 	}
+	f.resolved = provs.resolved
 
 	if err := f.fromConnectorStyle(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -41,24 +43,28 @@ type providers struct {
 	lookupEnv func(string) (string, bool)
 	files     map[string]map[string]string // FileConfigProvider: path -> properties
 	logger    *slog.Logger
+	resolved  []resolvedRef // every value a reference resolved to, for errors (redactResolved)
 }
+
+// resolvedRef is a reference and the value it resolved to.
+type resolvedRef struct{ ref, value string }
 
 // newProviders builds the providers declared in props (config.providers and
 // config.providers.<name>.class / .param.<k>), marking those keys used.
 //
-// Decision: when the file declares no config.providers at all, "file" and
-// "env" are available anyway. MM2 (dedicated mode) would leave ${file:...}
-// unresolved then, but files like the one in our users' README
-// (source.bootstrap.servers=${file:/properties/access.properties:SRC_BROKERS}
+// A file that declares config.providers gets exactly what it declares, as in
+// Kafka. Kafka resolves no reference at all without that line; mm2go keeps
+// one restricted provider then, "file", because files like the one in our
+// users' README (source.bootstrap.servers=${file:/properties/access.properties:SRC_BROKERS}
 // without a config.providers line) worked in their Docker image, which set
-// the providers up; users expect such files to keep working unchanged. A file
-// that declares config.providers gets exactly what it declares, as in MM2.
+// the providers up. "env" (every variable of the process, credentials
+// included) and "dir" must be declared. Every file provider reads absolute
+// paths only, files of at most maxProviderFileBytes.
 func newProviders(props map[string]string, used map[string]bool, lookupEnv func(string) (string, bool), logger *slog.Logger) (*providers, error) {
 	p := &providers{byName: map[string]*provider{}, lookupEnv: lookupEnv, files: map[string]map[string]string{}, logger: logger}
 	names, declared := props["config.providers"]
 	if !declared {
 		p.byName["file"] = &provider{kind: providerFile}
-		p.byName["env"] = &provider{kind: providerEnv}
 		return p, nil
 	}
 	used["config.providers"] = true
@@ -83,8 +89,12 @@ func newProviders(props map[string]string, used map[string]bool, lookupEnv func(
 		}
 		pr := &provider{kind: kind}
 		if v, ok := props[prefix+"param.allowed.paths"]; ok {
+			pr.allowedPaths = []string{} // set: only these (Kafka's AllowedPaths)
 			for _, a := range strings.Split(v, ",") {
 				if a = strings.TrimSpace(a); a != "" {
+					if !filepath.IsAbs(a) {
+						return nil, fmt.Errorf("%sparam.allowed.paths: %q is not an absolute path", prefix, a)
+					}
 					pr.allowedPaths = append(pr.allowedPaths, filepath.Clean(a))
 				}
 			}
@@ -125,22 +135,51 @@ func (p *providers) resolve(v string) (string, error) {
 			p.logger.Debug("config provider reference left unresolved", "reference", ref)
 			return ref
 		}
+		if strings.TrimSpace(val) != "" {
+			p.resolved = append(p.resolved, resolvedRef{ref: ref, value: val})
+		}
 		return val
 	})
 	return out, firstErr
 }
 
+// pathAllowed reports whether a provider may read path: an absolute path,
+// inside one of allowed.paths when that is set (component by component, as
+// Java's Path.startsWith in Kafka's AllowedPaths: "/" allows every path).
 func (pr *provider) pathAllowed(path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
 	if pr.allowedPaths == nil {
 		return true
 	}
 	path = filepath.Clean(path)
 	for _, a := range pr.allowedPaths {
-		if path == a || strings.HasPrefix(path, a+string(filepath.Separator)) {
+		if path == a || strings.HasPrefix(path, strings.TrimSuffix(a, string(filepath.Separator))+string(filepath.Separator)) {
 			return true
 		}
 	}
 	return false
+}
+
+// maxProviderFileBytes bounds a file a provider reads: properties and secrets, not data.
+const maxProviderFileBytes = 1 << 20
+
+// readLimited reads a provider's file, refusing one over maxProviderFileBytes.
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxProviderFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxProviderFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxProviderFileBytes)
+	}
+	return data, nil
 }
 
 func (p *providers) get(pr *provider, hasPath bool, path, key string) (string, bool, error) {
@@ -162,7 +201,7 @@ func (p *providers) get(pr *provider, hasPath bool, path, key string) (string, b
 		}
 		kv, ok := p.files[path]
 		if !ok {
-			data, err := os.ReadFile(path)
+			data, err := readLimited(path)
 			if err != nil {
 				// Kafka's FileConfigProvider fails here too.
 				return "", false, fmt.Errorf("reading properties from %s: %w", path, err)
@@ -190,7 +229,7 @@ func (p *providers) get(pr *provider, hasPath bool, path, key string) (string, b
 		if err != nil || !st.Mode().IsRegular() {
 			return "", false, nil
 		}
-		data, err := os.ReadFile(filepath.Join(path, key))
+		data, err := readLimited(filepath.Join(path, key))
 		if err != nil {
 			return "", false, fmt.Errorf("reading %s: %w", filepath.Join(path, key), err)
 		}
@@ -198,3 +237,37 @@ func (p *providers) get(pr *provider, hasPath bool, path, key string) (string, b
 	}
 	return "", false, nil
 }
+
+// redactResolved returns err unchanged, or, when its text quotes a value a
+// config provider resolved (a credential may have been referenced into a
+// setting that is not a secret, e.g. bootstrap.servers=${env:..._PASSWORD}),
+// an error whose text names the reference instead of quoting the value;
+// Unwrap gives err.
+func redactResolved(err error, resolved []resolvedRef) error {
+	if err == nil || len(resolved) == 0 {
+		return err
+	}
+	msg := err.Error()
+	out := msg
+	for _, r := range resolved {
+		mark := "[the value of " + r.ref + "]"
+		out = strings.ReplaceAll(out, strconv.Quote(r.value), mark)
+		out = strings.ReplaceAll(out, strconv.Quote(strings.TrimSpace(r.value)), mark)
+		if v := strings.TrimSpace(r.value); len(v) >= 4 {
+			out = strings.ReplaceAll(out, v, mark)
+		}
+	}
+	if out == msg {
+		return err
+	}
+	return &redactedError{msg: out, err: err}
+}
+
+// redactedError is an error whose text had a resolved value taken out.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
