@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,33 +41,54 @@ func histogramFamily(name string) string {
 	return name
 }
 
-// dashboardQueries returns every PromQL expression of the dashboard: panel targets and
-// template variable queries.
-func dashboardQueries(t testing.TB) []string {
+// dashboardQuery is one query of the dashboard and where it is.
+type dashboardQuery struct{ where, expr string }
+
+// dashboardVariable is one template variable of the dashboard.
+type dashboardVariable struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Query any    `json:"query"`
+}
+
+type dashboardJSON struct {
+	UID    string `json:"uid"`
+	Panels []struct {
+		Type       string `json:"type"`
+		Title      string `json:"title"`
+		Datasource *struct {
+			UID string `json:"uid"`
+		} `json:"datasource"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []dashboardVariable `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t testing.TB) dashboardJSON {
 	t.Helper()
-	var d struct {
-		UID    string `json:"uid"`
-		Panels []struct {
-			Type       string `json:"type"`
-			Title      string `json:"title"`
-			Datasource *struct {
-				UID string `json:"uid"`
-			} `json:"datasource"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
+	var d dashboardJSON
 	if err := json.Unmarshal(mustReadTB(t, dashboardFile), &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	var out []string
+	return d
+}
+
+// dashboardVariables returns the dashboard's template variables.
+func dashboardVariables(t testing.TB) []dashboardVariable {
+	t.Helper()
+	return readDashboard(t).Templating.List
+}
+
+// dashboardQueriesWhere returns every query of the dashboard (panel targets and template
+// variable queries), each with its panel or variable.
+func dashboardQueriesWhere(t testing.TB) []dashboardQuery {
+	t.Helper()
+	d := readDashboard(t)
+	var out []dashboardQuery
 	for _, p := range d.Panels {
 		if p.Type == "row" {
 			continue
@@ -78,12 +100,12 @@ func dashboardQueries(t testing.TB) []string {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 		for _, tg := range p.Targets {
-			out = append(out, tg.Expr)
+			out = append(out, dashboardQuery{"panel " + strconv.Quote(p.Title), tg.Expr})
 		}
 	}
 	for _, v := range d.Templating.List {
 		if q, ok := v.Query.(map[string]any); ok && v.Type == "query" {
-			out = append(out, fmt.Sprint(q["query"]))
+			out = append(out, dashboardQuery{"variable " + v.Name, fmt.Sprint(q["query"])})
 		}
 	}
 	return out
@@ -101,18 +123,10 @@ func mustReadTB(t testing.TB, rel string) []byte {
 // TestDashboardCoversMetrics: the dashboard queries exactly the metrics docs/metrics.md
 // documents, each of them at least once.
 func TestDashboardCoversMetrics(t *testing.T) {
-	documented := map[string]bool{}
-	for _, line := range strings.Split(string(mustReadTB(t, "docs/metrics.md")), "\n") {
-		if strings.HasPrefix(line, "| `mm2go_") {
-			documented[metricName.FindString(line)] = true
-		}
-	}
-	if len(documented) < 10 {
-		t.Fatalf("docs/metrics.md documents only %d metrics: %v", len(documented), keys(documented))
-	}
+	documented := documentedMetrics(t)
 	used := map[string]bool{}
-	for _, q := range dashboardQueries(t) {
-		for _, n := range metricName.FindAllString(q, -1) {
+	for _, q := range parseDashboard(t) {
+		for _, n := range q.metrics {
 			used[histogramFamily(n)] = true
 		}
 	}
@@ -370,8 +384,8 @@ func TestDashboardMetricsOnEndpoint(t *testing.T) {
 		}
 	}
 	queried := map[string]bool{}
-	for _, q := range dashboardQueries(t) {
-		for _, n := range metricName.FindAllString(q, -1) {
+	for _, q := range parseDashboard(t) {
+		for _, n := range q.metrics {
 			queried[n] = true
 		}
 	}

@@ -159,6 +159,11 @@ func TestHelmChartRelease(t *testing.T) {
 				t.Errorf("NOTES.txt does not say how to check the release:\n%s", rel.Info.Notes)
 			}
 
+			for name, sj := range dd.custom["ScaledJob"] {
+				if got := nested(sj, "spec", "rollout", "strategy"); got != "gradual" {
+					t.Errorf("ScaledJob %s: rollout.strategy %v, want gradual (an upgrade would kill a running burst)", name, got)
+				}
+			}
 			if c.shape != "knative" {
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -25,6 +26,8 @@ var goTyped = map[string]func([]byte) error{
 	// Knative Serving's CRD only carries x-kubernetes-preserve-unknown-fields; its webhook
 	// validates against these Go types (TestKnativeManifests also runs their Validate).
 	"serving.knative.dev/v1/Service": func(raw []byte) error { return strict(raw, &servingv1.Service{}) },
+	// The Prometheus Operator's types (its CRD is generated from them).
+	"monitoring.coreos.com/v1/PodMonitor": func(raw []byte) error { return strict(raw, &monitoringv1.PodMonitor{}) },
 	// Read by kustomize, never sent to a cluster.
 	"kustomize.config.k8s.io/v1beta1/Kustomization": func(raw []byte) error { return strict(raw, &kusttypes.Kustomization{}) },
 	"kustomize.config.k8s.io/v1alpha1/Component":    func(raw []byte) error { return strict(raw, &kusttypes.Kustomization{}) },

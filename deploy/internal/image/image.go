@@ -10,7 +10,6 @@ package image
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"debug/elf"
 	"encoding/pem"
 	"errors"
@@ -31,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
@@ -68,7 +68,8 @@ type Options struct {
 	Created time.Time
 	// Labels are added to (and override) the default OCI labels.
 	Labels map[string]string
-	// Compression of the layers: CompressionZstd (default) or CompressionGzip.
+	// Compression of the layers: CompressionGzip (default: every runtime, registry and
+	// scanner reads it) or CompressionZstd (opt-in: about half the size).
 	Compression string
 }
 
@@ -76,9 +77,11 @@ type Options struct {
 const (
 	// CompressionZstd is zstd at its best level with a 64 MiB window (ZstdWindow), so the
 	// shared code of the three binaries is stored once. Docker 20.10+, containerd 1.5+ and
-	// podman pull and load it; decoders need ZstdWindow of memory.
+	// podman pull and load it; decoders need ZstdWindow of memory; some scanners and older
+	// runtimes cannot read it, so it is opt-in.
 	CompressionZstd = "zstd"
-	// CompressionGzip is gzip -9, for runtimes without zstd; about twice the size.
+	// CompressionGzip is gzip -9, the default: read by every runtime, registry and scanner;
+	// about twice the size of zstd.
 	CompressionGzip = "gzip"
 	// ZstdWindow is the zstd window: above the distance between the first and the last binary
 	// of the layer, and within what common decoders accept without options.
@@ -172,7 +175,7 @@ func Build(o Options) (v1.Image, error) {
 
 	switch o.Compression {
 	case "":
-		o.Compression = CompressionZstd
+		o.Compression = CompressionGzip
 	case CompressionZstd, CompressionGzip:
 	default:
 		return nil, fmt.Errorf("compression %q: want %s or %s", o.Compression, CompressionZstd, CompressionGzip)
@@ -328,9 +331,23 @@ func layer(mtime time.Time, entries []entry, comp string) (v1.Layer, error) {
 	}
 	raw := buf.Bytes()
 	if comp == CompressionGzip {
+		// Compressed once here: a layer made from the uncompressed tar would be compressed
+		// again each time its digest or bytes are read (tarball, layout, index).
+		var gbuf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&gbuf, gzip.BestCompression)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := zw.Write(raw); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+		gz := gbuf.Bytes()
 		return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(raw)), nil
-		}, tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+			return io.NopCloser(bytes.NewReader(gz)), nil
+		}, tarball.WithMediaType(types.OCILayer))
 	}
 	var zbuf bytes.Buffer
 	enc, err := zstd.NewWriter(&zbuf, zstd.WithEncoderLevel(zstd.SpeedBestCompression),
