@@ -1,0 +1,535 @@
+package replay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/test/testkit"
+)
+
+// compress is the clock's compression: one platform minute is one second here.
+const compress = 60
+
+func scaled(d time.Duration) time.Duration { return d / compress }
+
+// idleWindow is the platform time the scenario waits without new records at its end.
+const idleWindow = 6 * time.Minute
+
+var fnBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// functionBinaries builds the three functions once per test binary.
+func functionBinaries(t *testing.T) string {
+	t.Helper()
+	fnBuild.once.Do(func() {
+		fnBuild.dir, fnBuild.err = os.MkdirTemp("", "mm2go-replay-")
+		if fnBuild.err != nil {
+			return
+		}
+		root, _ := filepath.Abs(RepoFile())
+		// The flags and environment of deploy/check's build, so the two share the build cache.
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", fnBuild.dir+"/", "./functions/...")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fnBuild.err = fmt.Errorf("go build ./functions/...: %v\n%s", err, out)
+		}
+	})
+	if fnBuild.err != nil {
+		t.Fatal(fnBuild.err)
+	}
+	return fnBuild.dir
+}
+
+func suffix(t *testing.T) string {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// run is one process a platform started.
+type run struct {
+	w          *Workload
+	start, end time.Time
+	exit       int
+	killed     string // why the platform stopped it: "deadline", "rollout"; empty: it ended itself
+	stderr     string
+}
+
+// platform starts workloads as their triggers say, on the compressed clock.
+type platform struct {
+	t        *testing.T
+	bin      string
+	clusters testkit.Clusters
+	topic    string
+	adm      *kadm.Client
+
+	mu      sync.Mutex
+	env     map[string]map[string]string // per workload name: the current settings
+	runs    []*run
+	live    map[string]map[*run]*exec.Cmd
+	podSeq  int
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// localize turns a derived environment into the one a user deploying against the harness
+// clusters would write: their addresses without SASL (PLAINTEXT listeners), the scenario's
+// topic, replication factor 1, names unique to this run, and the compressed burst budget.
+func localize(t *testing.T, env map[string]string, c testkit.Clusters, topic, sfx string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if strings.Contains(k, "_SASL_") || strings.Contains(k, "EVENTHUBS") || strings.Contains(k, "_AZURE_") || strings.Contains(k, "_SSL_") {
+			continue
+		}
+		out[k] = v
+	}
+	out["MM2_SOURCE_BOOTSTRAP_SERVERS"], out["MM2_TARGET_BOOTSTRAP_SERVERS"] = c.Source.Bootstrap, c.Target.Bootstrap
+	out["MM2_SOURCE_SECURITY_PROTOCOL"], out["MM2_TARGET_SECURITY_PROTOCOL"] = "PLAINTEXT", "PLAINTEXT"
+	out["MM2_SOURCE_ALIAS"] = out["MM2_SOURCE_ALIAS"] + sfx
+	out["MM2_TOPICS"] = topic
+	// Single-broker clusters: every topic mm2go creates gets one replica.
+	for _, k := range []string{"MM2_REPLICATION_FACTOR", "MM2_OFFSET_STORAGE_REPLICATION_FACTOR", "MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR",
+		"MM2_CHECKPOINTS_TOPIC_REPLICATION_FACTOR", "MM2_HEARTBEATS_TOPIC_REPLICATION_FACTOR"} {
+		out[k] = "1"
+	}
+	for _, k := range []string{"MM2_LAG_GROUP", "MM2_BURST_GROUP"} {
+		if out[k] != "" {
+			out[k] += "-" + sfx
+		}
+	}
+	if d, err := time.ParseDuration(out["MM2_BURST_MAX_DURATION"]); err == nil && d > 0 {
+		out["MM2_BURST_MAX_DURATION"] = scaled(d).String()
+	} else if out["MM2_BURST_MAX_DURATION"] != "" {
+		t.Fatalf("MM2_BURST_MAX_DURATION %q: %v", out["MM2_BURST_MAX_DURATION"], err)
+	}
+	return out
+}
+
+func (p *platform) start(w *Workload) {
+	p.mu.Lock()
+	if p.stopped || (w.MaxRunning > 0 && len(p.live[w.Name]) >= w.MaxRunning) {
+		p.mu.Unlock()
+		return
+	}
+	p.podSeq++
+	env := []string{fmt.Sprintf("POD_NAME=%s-%d", w.Name, p.podSeq), "PATH=" + os.Getenv("PATH")}
+	for k, v := range p.env[w.Name] {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command(filepath.Join(p.bin, w.Function), w.Args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	r := &run{w: w, start: time.Now()}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		p.t.Errorf("%s: %v", w.Name, err)
+		return
+	}
+	if p.live[w.Name] == nil {
+		p.live[w.Name] = map[*run]*exec.Cmd{}
+	}
+	p.live[w.Name][r] = cmd
+	p.runs = append(p.runs, r)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	var deadline *time.Timer
+	if w.Deadline > 0 {
+		deadline = time.AfterFunc(scaled(w.Deadline), func() { p.stop(r, "deadline") })
+	}
+	go func() {
+		defer p.wg.Done()
+		err := cmd.Wait()
+		if deadline != nil {
+			deadline.Stop()
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		r.end, r.stderr = time.Now(), stderr.String()
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.exit = ee.ExitCode()
+		} else if err != nil {
+			r.exit = -1
+		}
+		delete(p.live[w.Name], r)
+	}()
+}
+
+// stop ends a run as the platform does: SIGTERM, then SIGKILL after the grace period (30 s).
+func (p *platform) stop(r *run, why string) {
+	p.mu.Lock()
+	cmd := p.live[r.w.Name][r]
+	if cmd == nil {
+		p.mu.Unlock()
+		return
+	}
+	r.killed = why
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	time.AfterFunc(scaled(30*time.Second), func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.live[r.w.Name][r] != nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+}
+
+// lag is the lag KEDA's kafka scaler computes for the scenario's topic.
+func (p *platform) lag(ctx context.Context, tr Trigger) (int64, error) {
+	ends, err := p.adm.ListEndOffsets(ctx, p.topic)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := p.adm.FetchOffsets(ctx, tr.Group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := committed.Lookup(o.Topic, o.Partition)
+		switch {
+		case ok && c.At >= 0:
+			lag += o.Offset - c.At
+		case tr.OffsetResetEarliest:
+			lag += o.Offset
+		default:
+			lag++
+		}
+	})
+	return lag, nil
+}
+
+// schedule runs w's trigger until ctx ends.
+func (p *platform) schedule(ctx context.Context, w *Workload, group string) {
+	tick := time.NewTicker(scaled(w.Trigger.Interval))
+	defer tick.Stop()
+	for {
+		switch w.Trigger.Kind {
+		case TriggerCron:
+			p.start(w)
+		case TriggerLag:
+			tr := w.Trigger
+			tr.Group = group
+			if l, err := p.lag(ctx, tr); err == nil && l > tr.Activation {
+				p.start(w)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *platform) anyLive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.live {
+		if len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// edit changes a setting of every workload, as editing the ConfigMap or the template does; a
+// workload whose platform does not roll out gracefully has its running runs stopped.
+func (p *platform) edit(key, value string) {
+	p.mu.Lock()
+	var stop []*run
+	for name, env := range p.env {
+		env[key] = value
+		for r := range p.live[name] {
+			if !r.w.GracefulRollout {
+				stop = append(stop, r)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, r := range stop {
+		p.stop(r, "rollout")
+	}
+}
+
+func produce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 4), Key: []byte(fmt.Sprintf("%08d", i)), Value: []byte(strings.Repeat("v", 100))})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("producing to %s: %v", topic, err)
+	}
+}
+
+// scenario: a backlog, steady produce, a settings change, catch-up, then an idle window.
+func scenario(t *testing.T, shape string, workloads []Workload) {
+	c := testkit.Require(t)
+	bin := functionBinaries(t)
+	sfx := suffix(t)
+	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "orders"), 4, nil)
+	srcCl := testkit.Client(t, c.Source.Bootstrap, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	p := &platform{t: t, bin: bin, clusters: c, topic: topic, adm: kadm.NewClient(srcCl),
+		env: map[string]map[string]string{}, live: map[string]map[*run]*exec.Cmd{}}
+	var mirrors []*Workload
+	var others []*Workload
+	for i := range workloads {
+		w := &workloads[i]
+		p.env[w.Name] = localize(t, w.Env, c, topic, sfx)
+		if w.Function == "mirror" {
+			mirrors = append(mirrors, w)
+		} else {
+			others = append(others, w)
+		}
+	}
+	if len(mirrors) == 0 {
+		t.Fatalf("%s: no mirror workload derived", shape)
+	}
+	remote := p.env[mirrors[0].Name]["MM2_SOURCE_ALIAS"] + "." + topic
+
+	const backlog, steadyBatches, perBatch = 20000, 40, 100
+	produce(t, srcCl, topic, 0, backlog)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now()
+	var sched sync.WaitGroup
+	for _, w := range mirrors {
+		sched.Add(1)
+		go func() { defer sched.Done(); p.schedule(ctx, w, p.env[w.Name]["MM2_LAG_GROUP"]) }()
+	}
+	// Steady produce for 8 platform minutes, with the settings changed half way.
+	produced := backlog
+	for i := 0; i < steadyBatches; i++ {
+		produce(t, srcCl, topic, produced, perBatch)
+		produced += perBatch
+		if i == steadyBatches/2 {
+			// The edit lands while a mirror run is going, as a real edit can.
+			for until := time.Now().Add(5 * time.Second); !p.anyLive() && time.Now().Before(until); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			p.edit("MM2_BURST_MAX_RECORDS", "50000")
+		}
+		time.Sleep(scaled(12 * time.Second))
+	}
+	// Catch-up: the target holds every record (the triggers keep running).
+	tgtAdm := testkit.Admin(t, c.Target.Bootstrap)
+	caughtUp := func() bool {
+		ends, err := tgtAdm.ListEndOffsets(context.Background(), remote)
+		if err != nil {
+			return false
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n >= int64(produced)
+	}
+	for until := time.Now().Add(90 * time.Second); !caughtUp(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(until) {
+			p.mu.Lock()
+			for i, r := range p.runs {
+				if i >= 6 {
+					break
+				}
+				t.Logf("%s run at +%v: exit %d, stopped %q; errors: %s", r.w.Name, r.start.Sub(t0).Round(time.Millisecond), r.exit, r.killed, errorLines(r.stderr))
+			}
+			p.mu.Unlock()
+			t.Fatalf("%s: the target does not hold every produced record after 90 s", shape)
+		}
+	}
+	caught := time.Since(t0)
+	// Idle: 6 platform minutes without new records; count the wake-ups.
+	p.mu.Lock()
+	idleFrom := len(p.runs)
+	p.mu.Unlock()
+	time.Sleep(scaled(idleWindow))
+	cancel()
+	sched.Wait()
+	p.mu.Lock()
+	p.stopped = true
+	idle := map[string]int{}
+	for _, r := range p.runs[idleFrom:] {
+		idle[r.w.Name]++
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+
+	// The other functions, once each as their trigger starts them: they must do their round.
+	for _, w := range others {
+		p.stopped = false
+		p.start(w)
+		p.stopped = true
+		p.wg.Wait()
+	}
+
+	// Every run ended by itself with 0, or was stopped by the platform.
+	for _, r := range p.runs {
+		if r.killed == "rollout" {
+			t.Errorf("%s: editing the settings stopped a running %s (rollout not gradual)", shape, r.w.Name)
+		}
+		if r.exit != 0 && r.killed == "" {
+			t.Errorf("%s: %s exited %d: %s", shape, r.w.Name, r.exit, errorLines(r.stderr))
+		}
+	}
+	// At most one copier per source partition at any moment, no record lost: every key once.
+	got := testkit.ReadAll(t, c.Target.Bootstrap, remote)
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[string(r.Key)]++
+	}
+	dups, missing := len(got)-len(seen), 0
+	for i := 0; i < produced; i++ {
+		if seen[fmt.Sprintf("%08d", i)] == 0 {
+			missing++
+		}
+	}
+	killed, overlaps := 0, 0
+	for i, a := range p.runs {
+		if a.killed != "" {
+			killed++
+		}
+		for _, b := range p.runs[i+1:] {
+			if a.w.Function == "mirror" && b.w.Function == "mirror" && b.start.Before(a.end) && a.start.Before(b.end) {
+				overlaps++
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%s: %d of %d records never reached the target", shape, missing, produced)
+	}
+	if dups > 0 && killed == 0 {
+		t.Errorf("%s: %d records copied twice with no run stopped: two runs copied one partition at once (%d overlapping mirror runs)", shape, dups, overlaps)
+	}
+	var lines []string
+	byName := map[string]int{}
+	for _, r := range p.runs {
+		byName[r.w.Name]++
+	}
+	for _, w := range workloads {
+		perHour := "-"
+		if w.Trigger.Kind == TriggerCron {
+			perHour = fmt.Sprint(int(time.Hour / w.Trigger.Interval))
+		}
+		lines = append(lines, fmt.Sprintf("%s: %d runs, %d while idle (%v), schedule wake-ups per hour %s", w.Name, byName[w.Name], idle[w.Name], idleWindow, perHour))
+		if w.Trigger.Kind == TriggerLag && idle[w.Name] > 0 {
+			t.Errorf("%s: %s started %d times with no new record (the lag should be 0)", shape, w.Name, idle[w.Name])
+		}
+	}
+	sort.Strings(lines)
+	// Trigger to first record, for the first run of each mirror workload (a cold start as the
+	// platform does it: process start, settings, connections, the burst's first record).
+	for _, w := range mirrors {
+		for _, r := range p.runs {
+			if r.w == w {
+				if d, ok := firstRecord(r); ok {
+					lines = append(lines, fmt.Sprintf("%s: trigger to first record on the target %v", w.Name, d.Round(time.Millisecond)))
+				}
+				break
+			}
+		}
+	}
+	t.Logf("%s: %d records (%d backlog), caught up after %v (%.0f platform minutes), %d duplicates, %d runs stopped, %d overlapping mirror runs\n  %s",
+		shape, produced, backlog, caught.Round(time.Millisecond), caught.Minutes()*compress, dups, killed, overlaps, strings.Join(lines, "\n  "))
+}
+
+// firstRecord is the time from a run's start to its burst's first acknowledged record, from the
+// burst summary's log line (its time, duration and first_record_ms).
+func firstRecord(r *run) (time.Duration, bool) {
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if !strings.Contains(l, `"msg":"burst summary"`) {
+			continue
+		}
+		var sum struct {
+			Time          time.Time `json:"time"`
+			Duration      string    `json:"duration"`
+			FirstRecordMS int64     `json:"first_record_ms"`
+		}
+		if json.Unmarshal([]byte(l), &sum) != nil || sum.FirstRecordMS < 0 {
+			return 0, false
+		}
+		d, err := time.ParseDuration(sum.Duration)
+		if err != nil {
+			return 0, false
+		}
+		burstStart := sum.Time.Add(-d)
+		return burstStart.Add(time.Duration(sum.FirstRecordMS) * time.Millisecond).Sub(r.start), true
+	}
+	return 0, false
+}
+
+// errorLines are the WARN and ERROR lines of a run's log.
+func errorLines(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"error":`) {
+			out = append(out, tail(l, 600))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// TestReplayKubernetesCronJobs: deploy/kubernetes as `kubectl apply -k` renders it.
+func TestReplayKubernetesCronJobs(t *testing.T) {
+	objs, err := KustomizeBuild(RepoFile("deploy", "kubernetes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := KubernetesWorkloads("kubernetes", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenario(t, "kubernetes", ws)
+}
+
+// TestReplayKEDA: deploy/keda (the lag-driven ScaledJob beside the CronJobs).
+func TestReplayKEDA(t *testing.T) {
+	objs, err := KustomizeBuild(RepoFile("deploy", "keda"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := KubernetesWorkloads("keda", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenario(t, "keda", ws)
+}
+
+// TestReplayContainerApps: the ARM template with its parameters file and deployEventJob=true
+// (the scheduled and the lag-driven mirror job side by side).
+func TestReplayContainerApps(t *testing.T) {
+	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"),
+		map[string]any{"deployEventJob": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenario(t, "aca", ws)
+}
