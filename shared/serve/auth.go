@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ type SenderAuthConfig struct {
 	// only to authenticated callers unless anonymous access is granted
 	// (/var/run/secrets/kubernetes.io/serviceaccount/token).
 	TokenFile string
+
+	// keyFetchEvery overrides jwksMinInterval (tests that rotate keys within it).
+	keyFetchEvery time.Duration
 }
 
 // Enabled reports whether sender authentication is on.
@@ -78,6 +82,9 @@ func (c SenderAuthConfig) validate() (*x509.CertPool, error) {
 		if i := strings.IndexByte(s, '*'); i >= 0 && i != len(s)-1 {
 			return nil, fmt.Errorf("%s: %q: '*' may only end an entry", EnvOIDCAllowedSubjects, s)
 		}
+	}
+	if c.TokenFile != "" && !strings.HasPrefix(c.Issuer, "https://") {
+		return nil, fmt.Errorf("%s needs an https %s: the token would go over plain HTTP to %q", EnvOIDCTokenFile, EnvOIDCIssuer, c.Issuer)
 	}
 	if c.CAFile == "" {
 		return nil, nil
@@ -118,8 +125,17 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 	}
 	var rt http.RoundTripper = tr
 	if cfg.TokenFile != "" {
-		rt = tokenFileTransport{file: cfg.TokenFile, next: tr}
+		u, err := url.Parse(cfg.Issuer)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
+		}
+		rt = tokenFileTransport{file: cfg.TokenFile, host: u.Host, next: tr}
 	}
+	every := jwksMinInterval
+	if cfg.keyFetchEvery > 0 {
+		every = cfg.keyFetchEvery
+	}
+	rt = &pacedTransport{next: rt, every: every}
 	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
 	if len(cfg.AllowedSubjects) == 0 {
 		logger.Warn("sender authentication without "+EnvOIDCAllowedSubjects+": every workload that can get a token of the issuer for the audience is trusted; list the senders' subjects",
@@ -128,13 +144,51 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil
 }
 
-// tokenFileTransport adds the bearer token of a file (re-read each time: kubelet rotates it).
+// jwksMinInterval is the least time between two requests to the issuer after the first
+// (discovery, key set): a token signed with an unknown key makes go-oidc fetch the key set
+// again, and anyone who can reach the service can send such tokens.
+const jwksMinInterval = 10 * time.Second
+
+// errPaced is pacedTransport's refusal. A token that needed the refused key set fetch is
+// answered 503, retried: its key may be new (a rotation) rather than forged.
+var errPaced = errors.New("not asking the issuer for its keys again so soon after the last request")
+
+// pacedTransport lets a request through at most every `every` after the first two (discovery
+// and the first key set); one arriving sooner fails without reaching the issuer.
+type pacedTransport struct {
+	next  http.RoundTripper
+	every time.Duration
+
+	mu   sync.Mutex
+	sent int
+	last time.Time
+}
+
+func (t *pacedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	now := time.Now()
+	if t.sent >= 2 && now.Sub(t.last) < t.every {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w (%v)", errPaced, t.every)
+	}
+	t.sent++
+	t.last = now
+	t.mu.Unlock()
+	return t.next.RoundTrip(r)
+}
+
+// tokenFileTransport adds the bearer token of a file (re-read each time: kubelet rotates it)
+// to requests for the issuer's own host over https only: a jwks_uri elsewhere gets no token.
 type tokenFileTransport struct {
 	file string
+	host string
 	next http.RoundTripper
 }
 
 func (t tokenFileTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" || r.URL.Host != t.host {
+		return t.next.RoundTrip(r)
+	}
 	b, err := os.ReadFile(t.file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the token for the issuer: %w", EnvOIDCTokenFile, err)
@@ -210,6 +264,9 @@ func (a *senderAuth) check(r *http.Request) *authError {
 		return &authError{http.StatusServiceUnavailable, fmt.Sprintf("sender authentication: discovering issuer %s (%s) failed: %s", a.cfg.Issuer, EnvOIDCIssuer, scrub(err.Error(), raw))}
 	}
 	tok, err := v.Verify(r.Context(), raw)
+	if err != nil && strings.Contains(err.Error(), errPaced.Error()) {
+		return &authError{http.StatusServiceUnavailable, "sender authentication: the token's key is not known yet and " + errPaced.Error() + "; retry"}
+	}
 	if err != nil {
 		return &authError{http.StatusUnauthorized, "sender authentication: invalid token: " + scrub(err.Error(), raw)}
 	}

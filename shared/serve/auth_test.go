@@ -3,19 +3,25 @@ package serve
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
+	"github.com/go-jose/go-jose/v4"
 
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/oidcissuer"
@@ -34,7 +40,7 @@ func TestSenderAuth(t *testing.T) {
 	iss := oidcissuer.Start(t, oidcissuer.Options{})
 	var logs testkit.SyncBuffer
 	handled := 0
-	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{keyFetchEvery: time.Millisecond,
 		Issuer:          iss.Issuer(oidcissuer.DefaultIssuer),
 		Audience:        sinkAudience,
 		AllowedSubjects: []string{trustedSender, "system:serviceaccount:trusted-ns:*"},
@@ -202,26 +208,85 @@ func TestCheckPayloadAuth(t *testing.T) {
 	}
 }
 
-// TestSenderAuthIssuerToken: with a token file, discovery and key requests carry its token (a
-// Kubernetes API server issuer answers them only to authenticated callers).
+// TestSenderAuthIssuerToken (F4): with a token file, the discovery request to the issuer's own
+// https host carries its token, the key set on another host does not; an http issuer with a
+// token file is refused; and 50 tokens signed with a key the issuer does not list cost one key
+// set fetch, not 50.
 func TestSenderAuthIssuerToken(t *testing.T) {
-	file := t.TempDir() + "/token"
+	dir := t.TempDir()
+	file := dir + "/token"
 	if err := os.WriteFile(file, []byte("pod-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	seen := make(chan string, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- r.Header.Get("Authorization")
-		http.Error(w, "forbidden", http.StatusForbidden)
+	var mu sync.Mutex
+	var jwksAuth []string
+	keys := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		jwksAuth = append(jwksAuth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"keys":[]}`))
 	}))
-	defer srv.Close()
-	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: srv.URL, Audience: "a", TokenFile: file}}, quietLogger(), HandlerFunc(ok))
-	code, _ := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer x.y.z"}))
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("answer %d, want 503 (discovery refused)", code)
+	defer keys.Close()
+	var discoveryAuth string
+	var issuer *httptest.Server
+	issuer = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		discoveryAuth = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"issuer":%q,"jwks_uri":%q,"id_token_signing_alg_values_supported":["RS256"]}`, issuer.URL, keys.URL+"/jwks")
+	}))
+	defer issuer.Close()
+	ca := dir + "/ca.pem"
+	var pemBytes []byte
+	for _, srv := range []*httptest.Server{issuer, keys} {
+		pemBytes = append(pemBytes, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})...)
 	}
-	if got := <-seen; got != "Bearer pod-token" {
-		t.Fatalf("discovery request carried Authorization %q, want the token file's", got)
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := newSenderAuth(context.Background(), SenderAuthConfig{Issuer: "http://issuer.example", Audience: "a", TokenFile: file}, quietLogger()); err == nil ||
+		!strings.Contains(err.Error(), EnvOIDCTokenFile+" needs an https "+EnvOIDCIssuer) {
+		t.Errorf("token file with an http issuer: %v, want it refused", err)
+	}
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: "unknown"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(fmt.Appendf(nil, `{"iss":%q,"aud":"a","sub":"s","exp":%d}`, issuer.URL, time.Now().Add(time.Hour).Unix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: issuer.URL, Audience: "a", TokenFile: file, CAFile: ca, AllowedSubjects: []string{"s"}}}, quietLogger(), HandlerFunc(ok))
+	for range 50 {
+		// 401 after the key set fetch; 503 (retried) while a new fetch is not due yet.
+		if code, body := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer " + tok})); code != http.StatusUnauthorized && code != http.StatusServiceUnavailable {
+			t.Fatalf("token signed with an unknown key: answer %d %q, want 401 or 503", code, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if discoveryAuth != "Bearer pod-token" {
+		t.Errorf("discovery request to the issuer carried Authorization %q, want the token file's", discoveryAuth)
+	}
+	if len(jwksAuth) != 1 {
+		t.Errorf("%d key set fetches for 50 tokens with an unknown key, want 1", len(jwksAuth))
+	}
+	for _, a := range jwksAuth {
+		if a != "" {
+			t.Errorf("key set request to another host carried Authorization %q, want none", a)
+		}
 	}
 }
 
