@@ -288,6 +288,9 @@ func produce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
 
 // scenario: a backlog, steady produce, a settings change, catch-up, then an idle window.
 func scenario(t *testing.T, shape string, workloads []Workload) {
+	if testing.Short() {
+		t.Skip("-short: the replay builds the functions and needs the brokers")
+	}
 	c := testkit.Require(t)
 	bin := functionBinaries(t)
 	sfx := suffix(t)
