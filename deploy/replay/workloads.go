@@ -400,3 +400,99 @@ func ACAWorkloads(templateFile, paramsFile string, overrides map[string]any) ([]
 func RepoFile(parts ...string) string {
 	return filepath.Join(append([]string{"..", ".."}, parts...)...)
 }
+
+// Service is a Knative Service of a rendered kustomization, as the revision's pod would run it.
+type Service struct {
+	Name     string
+	Function string
+	Args     []string
+	Env      map[string]string
+	// Readiness probe: the path and the period; period 0 is Knative's start-up probing
+	// (every 25 ms until ready).
+	ReadinessPath   string
+	ReadinessPeriod time.Duration
+	Port            int32
+}
+
+// Ping is a PingSource: its schedule and the Service it wakes.
+type Ping struct {
+	Name, Schedule, Sink string
+	Interval             time.Duration
+}
+
+// KnativeServices derives the Services and PingSources of a rendered kustomization.
+func KnativeServices(objs []map[string]any, secretFile string) ([]Service, []Ping, error) {
+	secrets, err := exampleSecrets(secretFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	configMaps := map[string]map[string]string{}
+	for _, o := range objs {
+		if o["kind"] == "ConfigMap" {
+			var cm corev1.ConfigMap
+			if err := decode(o, &cm); err != nil {
+				return nil, nil, err
+			}
+			configMaps[cm.Name] = cm.Data
+		}
+	}
+	var svcs []Service
+	var pings []Ping
+	for _, o := range objs {
+		switch o["kind"] {
+		case "Service":
+			if o["apiVersion"] != "serving.knative.dev/v1" {
+				continue
+			}
+			var s struct {
+				Metadata struct{ Name string }
+				Spec     struct {
+					Template struct {
+						Spec struct{ Containers []corev1.Container }
+					}
+				}
+			}
+			if err := decode(o, &s); err != nil {
+				return nil, nil, err
+			}
+			c := s.Spec.Template.Spec.Containers[0]
+			fn, err := function(c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("Service %s: %w", s.Metadata.Name, err)
+			}
+			env, err := containerEnv(c, configMaps, secrets)
+			if err != nil {
+				return nil, nil, fmt.Errorf("Service %s: %w", s.Metadata.Name, err)
+			}
+			svc := Service{Name: s.Metadata.Name, Function: fn, Args: c.Args, Env: env}
+			if len(c.Ports) == 1 {
+				svc.Port = c.Ports[0].ContainerPort
+			}
+			if p := c.ReadinessProbe; p != nil && p.HTTPGet != nil {
+				svc.ReadinessPath, svc.ReadinessPeriod = p.HTTPGet.Path, time.Duration(p.PeriodSeconds)*time.Second
+			} else {
+				return nil, nil, fmt.Errorf("Service %s: no HTTP readiness probe", s.Metadata.Name)
+			}
+			svcs = append(svcs, svc)
+		case "PingSource":
+			var p struct {
+				Metadata struct{ Name string }
+				Spec     struct {
+					Schedule string
+					Sink     struct{ Ref struct{ Name string } }
+				}
+			}
+			if err := decode(o, &p); err != nil {
+				return nil, nil, err
+			}
+			iv, err := cronInterval(p.Spec.Schedule)
+			if err != nil {
+				return nil, nil, fmt.Errorf("PingSource %s: %w", p.Metadata.Name, err)
+			}
+			pings = append(pings, Ping{Name: p.Metadata.Name, Schedule: p.Spec.Schedule, Sink: p.Spec.Sink.Ref.Name, Interval: iv})
+		}
+	}
+	sort.Slice(svcs, func(i, j int) bool { return svcs[i].Name < svcs[j].Name })
+	sort.Slice(pings, func(i, j int) bool { return pings[i].Name < pings[j].Name })
+	return svcs, pings, nil
+}
