@@ -47,6 +47,7 @@ const (
 type OAuthBearerConfig struct {
 	LoginCallbackHandlerClass string        `envconfig:"LOGIN_CALLBACK_HANDLER_CLASS" mm2:"login.callback.handler.class" desc:"OAUTHBEARER login handler: org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler (or its older ...oauthbearer.secured... name); may be left out when the token endpoint is set"`
 	TokenEndpointURL          string        `envconfig:"OAUTHBEARER_TOKEN_ENDPOINT_URL" mm2:"oauthbearer.token.endpoint.url" desc:"OIDC token endpoint (client_credentials grant) of any issuer, https URL; or file:/path of a JWT re-read at each refresh"`
+	AllowedURLs               string        `envconfig:"OAUTHBEARER_ALLOWED_URLS" mm2:"oauthbearer.allowed.urls" desc:"comma-separated token endpoint URLs this cluster's login may use, exactly as written in sasl.oauthbearer.token.endpoint.url (Kafka 4's JVM property org.apache.kafka.sasl.oauthbearer.allowed.urls; empty: none, every token endpoint is refused)"`
 	ClientID                  string        `envconfig:"OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_ID" mm2:"oauthbearer.client.credentials.client.id" desc:"OAUTHBEARER client ID (default: the JAAS option clientId)"`
 	ClientSecret              secret.Secret `envconfig:"OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET" mm2:"oauthbearer.client.credentials.client.secret" desc:"OAUTHBEARER client secret (default: the JAAS option clientSecret) (secret)"`
 	Scope                     string        `envconfig:"OAUTHBEARER_SCOPE" mm2:"oauthbearer.scope" desc:"scope requested from the token endpoint (default: the JAAS option scope; empty: none)"`
@@ -152,6 +153,11 @@ func (s *Settings) normalizeOAuthBearer(bad func(key, format string, args ...any
 		bad("sasl.username", "OAUTHBEARER takes no SASL user or password: put clientId/clientSecret in sasl.jaas.config or the sasl.oauthbearer.client.credentials.* settings")
 	}
 	u, err := url.Parse(o.TokenEndpointURL)
+	if !urlAllowed(o.AllowedURLs, o.TokenEndpointURL) {
+		// Kafka 4 (CVE-2025-27817): ConfigurationUtils.throwIfURLIsNotAllowed, an exact match in
+		// the comma-separated org.apache.kafka.sasl.oauthbearer.allowed.urls, empty by default.
+		bad("sasl.oauthbearer.allowed.urls", "does not list the token endpoint %q (sasl.oauthbearer.token.endpoint.url): list every URL the login may use, as Kafka's JVM property org.apache.kafka.sasl.oauthbearer.allowed.urls", o.TokenEndpointURL)
+	}
 	switch {
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file"):
 		bad("sasl.oauthbearer.token.endpoint.url", "%q is not an https, http or file URL", o.TokenEndpointURL)
@@ -505,3 +511,14 @@ func (t *OIDCTokens) logRefusal(host, answer string) {
 }
 
 var errNoTokenSource = errors.New("OAUTHBEARER needs a token source: set azure.auth (default, managed-identity, workload-identity, client-secret, client-certificate or azure-cli) for Azure AD, or sasl.oauthbearer.token.endpoint.url for any OIDC token endpoint")
+
+// urlAllowed reports whether u is in the comma-separated list, entries trimmed, as Kafka 4
+// matches org.apache.kafka.sasl.oauthbearer.allowed.urls.
+func urlAllowed(list, u string) bool {
+	for a := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(a) == u {
+			return true
+		}
+	}
+	return false
+}

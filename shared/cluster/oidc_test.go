@@ -23,7 +23,8 @@ func oidcSettings(endpoint string) Settings {
 	return Settings{
 		Alias: "target", Role: "target", BootstrapServers: []string{"127.0.0.1:9"},
 		SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "OAUTHBEARER", SASLJAASConfig: secret.New(oidcJAAS),
-		OAuthBearer:             OAuthBearerConfig{LoginCallbackHandlerClass: OAuthBearerLoginCallbackHandler, TokenEndpointURL: endpoint},
+		OAuthBearer: OAuthBearerConfig{LoginCallbackHandlerClass: OAuthBearerLoginCallbackHandler, TokenEndpointURL: endpoint,
+			AllowedURLs: endpoint + ", file:/var/run/secrets/token"},
 		ConsumerAutoOffsetReset: "earliest", ConsumerIsolationLevel: "read_uncommitted", ProducerCompressionType: "none",
 	}
 }
@@ -69,6 +70,11 @@ func TestOIDCSettings(t *testing.T) {
 			want: []string{`MM2_TARGET_SASL_LOGIN_REFRESH_WINDOW_FACTOR (target.sasl.login.refresh.window.factor): "0.2" is not a number from 0.5 to 1`}},
 		{name: "bad url", mod: func(s *Settings) { s.OAuthBearer.TokenEndpointURL = "issuer.example/token" },
 			want: []string{`"issuer.example/token" is not an https, http or file URL`}},
+		// F10: Kafka 4 refuses a token endpoint its allow-list does not name (CVE-2025-27817).
+		{name: "endpoint not allow-listed", mod: func(s *Settings) { s.OAuthBearer.AllowedURLs = "" },
+			want: []string{`MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS (target.sasl.oauthbearer.allowed.urls): does not list the token endpoint "` + ep + `"`}},
+		{name: "http endpoint not allow-listed", mod: func(s *Settings) { s.OAuthBearer.TokenEndpointURL = "http://issuer.example/token" },
+			want: []string{`does not list the token endpoint "http://issuer.example/token"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := oidcSettings(ep)

@@ -74,7 +74,9 @@ func TestOIDCOAuthBearerMirror(t *testing.T) {
 		if err := os.WriteFile(file, []byte(props), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_ = mirrorOnce(t, []string{"MM2_CONFIG_FILE=" + file})
+		// Kafka 4 needs the endpoint in the JVM property org.apache.kafka.sasl.oauthbearer.allowed.urls;
+		// mm2go in its setting of the same name.
+		_ = mirrorOnce(t, []string{"MM2_CONFIG_FILE=" + file, "MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS=" + endpoint})
 	})
 
 	flowEnv := []string{
@@ -84,6 +86,7 @@ func TestOIDCOAuthBearerMirror(t *testing.T) {
 		"MM2_TARGET_SSL_TRUSTSTORE_LOCATION=" + ob.CA,
 		"MM2_TARGET_SASL_MECHANISM=OAUTHBEARER",
 		"MM2_TARGET_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL=" + endpoint,
+		"MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS=" + endpoint,
 		"MM2_HEARTBEATS_REPLICATION_ENABLED=false",
 		"MM2_REPLICATION_FACTOR=1",
 		"MM2_OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR=1",
@@ -148,7 +151,7 @@ func TestOIDCOAuthBearerMirror(t *testing.T) {
 		topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "oidc"), 1, nil)
 		r := runMirrorEnv(t, append(flowEnv, "MM2_TOPICS="+topic,
 			"MM2_TARGET_SSL_TRUSTSTORE_LOCATION="+trust,
-			"MM2_TARGET_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL="+entraEndpoint,
+			"MM2_TARGET_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL="+entraEndpoint, "MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS="+entraEndpoint,
 			`MM2_TARGET_SASL_JAAS_CONFIG=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="`+azSPClientID+`" clientSecret="not-the-secret-DO-NOT-LOG" scope="https://kafka.example/.default";`)...)
 		if r.Code == 0 {
 			t.Fatalf("mirror run with a wrong client secret succeeded:\n%s", r.Stdout)
