@@ -34,7 +34,7 @@ func BenchmarkRecordPath(b *testing.B) {
 			}
 			defer cl.Close()
 			e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
-			syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false)
+			syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil)
 			w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
 			c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), syncs)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -138,7 +138,7 @@ func BenchmarkForwardPath(b *testing.B) {
 	defer cl.Close()
 	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
 	w := &work{tp: TP{"bench", 0}, remote: "src.bench", end: 1 << 62, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), newEmitter(e, cl, "mm2-offset-syncs.t.internal", false))
+	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.writeCtx, c.states[0].ctx = ctx, ctx

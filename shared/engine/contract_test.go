@@ -2,10 +2,15 @@ package engine
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/mm2go/mm2go/shared/mm2"
 )
 
 // Regression tests of the engine's contracts with its callers and users, on kfake: each one
@@ -34,6 +39,261 @@ func TestFakeUserDeliveryTimeoutHonoured(t *testing.T) {
 	for name, cl := range map[string]*kgo.Client{"serve's records producer": prod, "a burst's records producer": warmed} {
 		if got, _ := cl.OptValue(kgo.RecordDeliveryTimeout).(time.Duration); got != want {
 			t.Errorf("%s: delivery timeout %v, want the user's %v", name, got, want)
+		}
+	}
+}
+
+// readSyncs returns the offset syncs on the flow's offset-syncs topic (on the source), by
+// source partition of topic, in the order written.
+func (f *fakeFlow) readSyncs(topic string) map[int32][]mm2.OffsetSync {
+	f.t.Helper()
+	out := map[int32][]mm2.OffsetSync{}
+	for _, r := range f.readAll(Source, "mm2-offset-syncs.tgt.internal") {
+		sy, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil {
+			f.t.Fatalf("offset sync %q/%q: %v", r.Key, r.Value, err)
+		}
+		if sy.Topic == topic {
+			out[sy.Partition] = append(out[sy.Partition], sy)
+		}
+	}
+	return out
+}
+
+// TestFakeEachCopyOwnsItsOffsetSyncs: serve's copies share the offset-sync rules (one
+// long-lived writer, as one MirrorSourceTask), but each copy sends only the syncs of its own
+// partitions, so a copy's finish returns once its own syncs are acknowledged and writes no
+// other copy's (mirrorevents' WriteAt promise). Before the fix the shared writer's
+// TakePending and PromoteDelayed took every partition's syncs: copy B's finish wrote copy A's
+// delayed sync (orders-0 1->1) under B's context, and A's finish then had nothing of its own
+// to wait for.
+func TestFakeEachCopyOwnsItsOffsetSyncs(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	e := f.engine()
+	ctx := context.Background()
+	a, err := e.reusedSyncEmitter(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	b, err := e.reusedSyncEmitter(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	pa, pb := a.partition(TP{"orders", 0}), b.partition(TP{"orders", 1})
+	a.recordAt(ctx, pa, 0, 0) // due at once: the partition's first sync
+	a.recordAt(ctx, pa, 1, 1) // delayed until a finish promotes it
+	b.recordAt(ctx, pb, 0, 0)
+	b.recordAt(ctx, pb, 1, 1)
+	if err := b.finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := f.readSyncs("orders")
+	if last := got[1]; len(last) == 0 || last[len(last)-1].UpstreamOffset != 1 {
+		t.Fatalf("after B's finish, syncs of B's orders-1: %+v; want 1->1 last", last)
+	}
+	for _, sy := range got[0] {
+		if sy.UpstreamOffset == 1 {
+			t.Fatalf("B's finish wrote A's sync %+v (orders-0 belongs to copy A)", sy)
+		}
+	}
+	if err := a.finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if last := f.readSyncs("orders")[0]; len(last) == 0 || last[len(last)-1].UpstreamOffset != 1 {
+		t.Fatalf("after A's finish, syncs of orders-0: %+v; want 1->1 last", last)
+	}
+}
+
+// TestFakeSlowSyncsTopicDoesNotStallCopy: the offset-syncs topic (on the source by default)
+// answering nothing must not stop the target's acknowledgements: outstanding syncs are capped
+// (MM2's 10 permits) and a sync that finds no permit waits in the writer instead of blocking
+// the producer's promise, so every record is acknowledged and every position stored while the
+// syncs topic holds every request, and once it answers the final sync of every partition is
+// written. The syncs producer's buffer is held to 50 records here so that the old engine's
+// stall shows with few records. Before the fix the promise blocked in the syncs producer's
+// Produce once 50 syncs waited: the positions stayed below the end (and the copy finished only
+// after the syncs topic answered again).
+func TestFakeSlowSyncsTopicDoesNotStallCopy(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.produce("orders", 2, 500)
+	f.opts.OffsetLagMax = 1     // a sync due every other record
+	f.opts.DecodeRecords = true // the record path: its promise registers the syncs
+	f.extra = []kgo.Opt{kgo.MaxBufferedRecords(50)}
+	release := make(chan struct{})
+	var held atomic.Int64
+	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		held.Add(1)
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	e := f.engine()
+	type result struct {
+		s   Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := e.Burst(context.Background(), BurstOptions{})
+		done <- result{s, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pos := f.positions()
+		if pos[TP{"orders", 0}] == 499 && pos[TP{"orders", 1}] == 499 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("positions %v while the syncs topic held %d produce requests; want 499 for both partitions", pos, held.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if held.Load() == 0 {
+		t.Fatal("no offset sync was sent while the syncs topic was slow")
+	}
+	open()
+	r := <-done
+	if r.err != nil || r.s.Records != 1000 {
+		t.Fatalf("burst: %+v, %v; want 1000 records", r.s, r.err)
+	}
+	for p, ss := range f.readSyncs("orders") {
+		if last := ss[len(ss)-1]; last.UpstreamOffset != 499 || last.DownstreamOffset != 499 {
+			t.Errorf("last offset sync of orders-%d: %+v, want 499->499", p, last)
+		}
+	}
+	if n := len(f.readSyncs("orders")); n != 2 {
+		t.Errorf("offset syncs of %d partitions, want 2", n)
+	}
+}
+
+// TestFakeReuseLockNotHeldAcrossIO: serve's shared state (reuse.mu) is never held while a
+// request is out, so a copy that only reads a recent check does not wait behind another
+// copy's network I/O: here the offset-syncs topic's creation on the source, held until the
+// read returned, and the engine's closing flush of the last offset syncs. Before the fix
+// reusedSyncEmitter created the topic under reuse.mu and preparedRecently waited for it (the
+// test gave up after 10 s with the CreateTopics request still held).
+func TestFakeReuseLockNotHeldAcrossIO(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	arrived := make(chan struct{}, 1)
+	f.src.ControlKey(int16(kmsg.CreateTopics), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e := f.engine()
+	ctx := context.Background()
+	emitted := make(chan error, 1)
+	go func() {
+		s, err := e.reusedSyncEmitter(ctx, false)
+		if err == nil {
+			s.close()
+		}
+		emitted <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-emitted:
+		t.Fatalf("the offset-syncs topic was not created: %v", err)
+	}
+	read := make(chan struct{})
+	go func() {
+		e.preparedRecently("orders", 1)
+		close(read)
+	}()
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("preparedRecently waited behind the offset-syncs topic's creation (reuse.mu held across I/O)")
+	}
+	open()
+	if err := <-emitted; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFakeForwarderLeavesSharedStateAlone: what the copier's ownership comments say is fixed
+// once a copy starts stays fixed while batches are forwarded: every partition's work (its
+// start offset: the forwarder's handover offset is the partition state's, under its lock) and
+// the copier's in-flight budget (the forwarder's larger budget is its own), so any goroutine
+// may read them at any time. Before the fix the forwarder moved w.start to its handover offset
+// (start 200 after forwarding, want 0) and doubled c.budget for its run, a data race with
+// every reader outside the fetch loop (go test -race: "race detected").
+func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.produce("orders", 2, 200)
+	e := f.engine()
+	ctx := context.Background()
+	topics, err := e.DiscoverTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PrepareTargets(ctx, topics); err != nil {
+		t.Fatal(err)
+	}
+	parts, _, err := e.ensureOffsetsTopic(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := map[string]string{"orders": "src.orders"}
+	works, err := e.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs, err := e.newSyncEmitter(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syncs.close()
+	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
+	c.remote, c.forward = remote, true
+	budget := c.budget
+	stop := make(chan struct{})
+	var seen sync.WaitGroup
+	seen.Go(func() { // a reader outside the fetch loop, as the producer's promise is
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if b := c.bound(); b != budget && b != startInflightBytes {
+				t.Errorf("in-flight bound %d during the copy, want %d", b, budget)
+				return
+			}
+			for _, w := range works {
+				if w.start != 0 {
+					t.Errorf("work of %s starts at %d during the copy, want 0", w.tp, w.start)
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	s, err := c.run(ctx, time.Now())
+	close(stop)
+	seen.Wait()
+	if err != nil || s.Records != 400 {
+		t.Fatalf("copy: %+v, %v; want 400 records", s, err)
+	}
+	if s.ForwardedRecords == 0 {
+		t.Fatalf("no batch forwarded (%+v): the test needs the forwarder", s)
+	}
+	for _, w := range works {
+		if w.start != 0 {
+			t.Errorf("work of %s starts at %d after forwarding, want 0 (works never change)", w.tp, w.start)
 		}
 	}
 }

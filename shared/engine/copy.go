@@ -105,7 +105,8 @@ const maxBufferedRecords = 1 << 17
 
 // partState tracks one partition of an at-least-once copy.
 //
-// Ownership: w, ctx and ack are set before the state is shared and never change. done is the
+// Ownership: w, ctx and ack are set before the state is shared and never change (w is the
+// plan; where a copy goes on after forwarding is next). done is the
 // fetch loop's (group callbacks change it under copier.mu while the loop waits in a poll).
 // Everything under mu is shared by the fetch loop (track) and the producer's promise goroutine
 // (acked), and read by position writes and summaries.
@@ -131,6 +132,10 @@ type partState struct {
 	// records and bytes already reported.
 	sampleUp             int64
 	repRecords, repBytes int64
+
+	// next is the first offset this copy still has to copy: w.start, moved by the
+	// forwarder's handover (the record path starts there).
+	next int64
 
 	done bool // fetch side only: reached the end
 }
@@ -161,9 +166,11 @@ func (st *partState) position() int64 {
 // group mode only, while the loop waits in a poll) and position writes (writePositions, from
 // the loop and at the end).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
-//     posProd, reuse, pool, inflight, space, writeCtx;
+//     posProd, reuse, pool, budget, wide, inflight, space, writeCtx, forward (the forwarder
+//     keeps a budget of its own);
 //   - mu: states, byTP, active, assigned, closing, and each partState's done;
-//   - partState.mu: the rest of a partition's state (see partState);
+//   - partState.mu: the rest of a partition's state (see partState), including next, where
+//     the forwarder hands a partition over;
 //   - posMu: one position write at a time (and appends to states, with mu);
 //   - errMu: err, the first failure;
 //   - atomics, for counters the promise updates per record and others read: pending,
@@ -243,7 +250,7 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 
 // newState returns the state of a partition this copier works on.
 func (c *copier) newState(w *work) *partState {
-	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, sync: c.syncs.partition(w.tp)}
+	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, next: w.start, sync: c.syncs.partition(w.tp)}
 	st.ack = func(r *kgo.Record, err error) { c.acked(st, r, err) }
 	return st
 }
@@ -398,7 +405,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	var cons *kgo.Client
 	if reason == ReasonDone && (c.bo.Group != "" || c.active > 0) {
-		offs := startOffsets(c.works()) // after forwarding: what it handed over
+		offs := c.startOffsets() // after forwarding: what it handed over
 		if c.early != nil {
 			cons, c.early = c.early, nil // started while the topics were prepared
 		} else {
@@ -577,15 +584,17 @@ func (c *copier) finish(writeCtx context.Context) {
 	if err := c.flush(fctx, c.prod, &c.pending); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records: %w", err))
 	}
-	if err := c.syncs.finish(fctx); err != nil {
-		c.fail(err)
-	}
+	// Positions (on the target) first: they do not wait for the offset-syncs topic, which is
+	// on the source by default and may be slower.
 	if _, err := c.offsets.wait(fctx); err != nil {
 		c.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
 	}
 	c.writePositions(fctx)
 	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
+	}
+	if err := c.syncs.finish(fctx); err != nil {
+		c.fail(err)
 	}
 }
 
@@ -707,13 +716,22 @@ func startOffsets(works []*work) map[string]map[int32]kgo.Offset {
 	return offs
 }
 
-// works returns the works of the copier's partitions.
-func (c *copier) works() []*work {
-	out := make([]*work, len(c.states))
-	for i, st := range c.states {
-		out[i] = st.w
+// startOffsets is startOffsets of the copier's partitions from where each goes on (next).
+func (c *copier) startOffsets() map[string]map[int32]kgo.Offset {
+	offs := map[string]map[int32]kgo.Offset{}
+	for _, st := range c.states {
+		st.mu.Lock()
+		next := st.next
+		st.mu.Unlock()
+		if next >= st.w.end {
+			continue
+		}
+		if offs[st.w.tp.Topic] == nil {
+			offs[st.w.tp.Topic] = map[int32]kgo.Offset{}
+		}
+		offs[st.w.tp.Topic][st.w.tp.Partition] = kgo.NewOffset().At(next)
 	}
-	return out
+	return offs
 }
 
 // assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
@@ -1148,7 +1166,7 @@ func (c *copier) progress(start time.Time) Progress {
 	c.mu.Unlock()
 	for _, st := range states {
 		st.mu.Lock()
-		lag += st.w.end - max(st.w.start, st.lastAcked+1)
+		lag += st.w.end - max(st.next, st.lastAcked+1)
 		st.mu.Unlock()
 	}
 	return Progress{Records: c.records.Load(), Bytes: c.bytes.Load(), Lag: lag, Elapsed: time.Since(start)}
@@ -1158,7 +1176,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	parts := make([]partResult, 0, len(c.states))
 	for _, st := range c.states {
 		st.mu.Lock()
-		next := st.w.start
+		next := st.next
 		if p := st.position(); p >= 0 {
 			next = max(next, p+1)
 		}

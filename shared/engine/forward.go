@@ -83,6 +83,9 @@ type forwarder struct {
 	skipCRC    bool  // the source consumer does not check fetched batches' CRC either
 	timeoutMS  int32 // produce request timeout
 	fetchMax   int32 // bytes fetched per partition and request
+	// budget is the forwarder's in-flight bound (the copier's, times forwardBudgetFactor when
+	// automatic); it counts on the copier's inflight and space. Set once, before the run.
+	budget int64
 
 	// Requests of many partitions to one broker go out together (see lanes): fetches on the
 	// loop's context, produce requests on the copy's write context.
@@ -163,11 +166,6 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		}
 	}
 	c.mu.Unlock()
-	if e.opts.MaxBufferedBytes == 0 {
-		recordBudget := c.budget
-		c.budget *= forwardBudgetFactor
-		defer func() { c.budget = recordBudget }() // every forwarding goroutine has ended by then
-	}
 	f, parts, err := c.newForwarder(stopCtx, states)
 	if err != nil {
 		e.log.Info("batches not forwarded; copying record by record", "err", err)
@@ -217,9 +215,10 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		st := p.st
 		st.mu.Lock()
 		if pos := st.position(); pos >= 0 {
-			st.w.start = max(st.w.start, pos+1)
+			st.next = max(st.next, pos+1) // the handover: the record path starts here
 		}
-		finished := st.w.start >= st.w.end
+		next := st.next
+		finished := next >= st.w.end
 		st.mu.Unlock()
 		if finished {
 			c.mu.Lock()
@@ -230,7 +229,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 			c.mu.Unlock()
 		} else if p.handover != "" {
 			handed++
-			e.log.Info("partition goes on record by record", "partition", st.w.tp.String(), "offset", st.w.start, "reason", p.handover)
+			e.log.Info("partition goes on record by record", "partition", st.w.tp.String(), "offset", next, "reason", p.handover)
 		}
 	}
 	e.log.Debug("batches forwarded", "partitions", len(parts), "handed_over", handed, "elapsed", time.Since(start).String())
@@ -257,7 +256,11 @@ func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwar
 	if d, ok := c.prod.OptValue(kgo.ProduceRequestTimeout).(time.Duration); ok && d > 0 {
 		f.timeoutMS = int32(min(d.Milliseconds(), math.MaxInt32))
 	}
-	f.fetchMax = int32(min(max(c.budget/int64(2*len(states)), 64<<10), 1<<20))
+	f.budget = c.budget
+	if e.opts.MaxBufferedBytes == 0 {
+		f.budget *= forwardBudgetFactor
+	}
+	f.fetchMax = int32(min(max(f.budget/int64(2*len(states)), 64<<10), 1<<20))
 	if idem, _ := c.prod.OptValue(kgo.DisableIdempotentWrite).(bool); !idem {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.ProducerID, req.ProducerEpoch, req.TransactionTimeoutMillis = -1, -1, 60000
@@ -350,7 +353,7 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 	// of its batches waits) from the fetch until each batch is acknowledged; held is what this
 	// fetch holds that no queued item took over yet.
 	var held int64
-	defer func() { c.release(held) }()
+	defer func() { f.release(held) }()
 	queue := func(it fwdItem) bool {
 		it.held = int64(len(it.batch))
 		held -= it.held
@@ -359,7 +362,7 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 			p.next = it.last + 1
 			return true
 		case <-ctx.Done():
-			c.release(it.held)
+			f.release(it.held)
 			return false
 		}
 	}
@@ -429,7 +432,7 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 		if !flush() {
 			return ""
 		}
-		c.release(held) // a batch cut by the fetch's size, batches skipped
+		f.release(held) // a batch cut by the fetch's size, batches skipped
 		held = 0
 		if p.next >= st.w.end {
 			break
@@ -676,14 +679,14 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 	for it := range items {
 		size := it.held
 		if failed || stop.Err() != nil {
-			c.release(size)
+			f.release(size)
 			continue
 		}
 		if it.control {
 			st.mu.Lock()
 			st.lastSeen = it.last
 			st.mu.Unlock()
-			c.release(size)
+			f.release(size)
 			continue
 		}
 		seq := int32(-1)
@@ -703,7 +706,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 		}
 		down, tries, err := f.produce(st.ctx, p, it.batch)
 		c.resent.Add(int64(tries - 1))
-		c.release(size)
+		f.release(size)
 		if err != nil {
 			failed = true
 			p.handover = fmt.Sprintf("writing the batch at offset %d: %v", it.base, err)
@@ -932,17 +935,18 @@ func (f *forwarder) reserve(ctx context.Context, need int64) bool {
 		return false
 	}
 	defer func() { <-f.gate }()
-	if !f.c.waitSpace(ctx, need) {
+	if !f.waitSpace(ctx, need) {
 		return false
 	}
 	f.c.inflight.Add(need)
 	return true
 }
 
-// waitSpace waits until need more bytes fit in the in-flight budget (or nothing is in
-// flight). It returns false if ctx ended first.
-func (c *copier) waitSpace(ctx context.Context, need int64) bool {
-	for c.inflight.Load()+need > c.budget && c.inflight.Load() > 0 {
+// waitSpace waits until need more bytes fit in the forwarder's in-flight budget (or nothing
+// is in flight). It returns false if ctx ended first.
+func (f *forwarder) waitSpace(ctx context.Context, need int64) bool {
+	c := f.c
+	for c.inflight.Load()+need > f.budget && c.inflight.Load() > 0 {
 		// Several partitions wait on the one signal: never sleep on it for long.
 		t := time.NewTimer(5 * time.Millisecond)
 		select {
@@ -958,10 +962,10 @@ func (c *copier) waitSpace(ctx context.Context, need int64) bool {
 }
 
 // release returns size bytes to the in-flight budget.
-func (c *copier) release(size int64) {
-	if c.inflight.Add(-size) < c.budget {
+func (f *forwarder) release(size int64) {
+	if f.c.inflight.Add(-size) < f.budget {
 		select {
-		case c.space <- struct{}{}:
+		case f.c.space <- struct{}{}:
 		default:
 		}
 	}

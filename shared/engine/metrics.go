@@ -43,7 +43,7 @@ func (c *copier) reportMetrics(ctx context.Context) {
 		st.mu.Lock()
 		dr, db := st.records-st.repRecords, st.bytes-st.repBytes
 		st.repRecords, st.repBytes = st.records, st.bytes
-		lag := st.w.end - max(st.w.start, st.lastAcked+1)
+		lag := st.w.end - max(st.next, st.lastAcked+1)
 		st.mu.Unlock()
 		m.Copied(ctx, st.w.tp.Topic, st.w.tp.Partition, dr, db)
 		m.Lag(ctx, st.w.tp.Topic, st.w.tp.Partition, lag)

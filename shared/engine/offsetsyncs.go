@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,21 +17,38 @@ import (
 // syncEmitter feeds acknowledged (upstream, downstream) pairs to MM2's OffsetSyncWriter rules
 // and writes the due syncs to partition 0 of the offset-syncs topic with its own
 // non-transactional producer, as MirrorSourceTask does.
+//
+// An emitter owns the syncs of the partitions it was given (partition, record): it takes and
+// sends only theirs, so serve's copies, which share one writer (the rules span their calls),
+// never send each other's syncs, and finish waits for this emitter's syncs alone.
+//
+// Sends from the per-record path (recordAt, in producer promises) never block: each needs a
+// permit of permits (maxOutstandingSyncs, shared by every emitter on the same client, MM2's
+// outstandingOffsetSyncs), and a sync that finds none stays pending in the writer, replaced by
+// the partition's next one, until a later record, send or finish takes it. finish sends the
+// final sync of every owned partition without a permit (it may wait; a promise may not).
 type syncEmitter struct {
 	w     *offsetsync.Writer
 	cl    *kgo.Client
 	topic string
 	// shared: cl belongs to the engine (CopyPartition calls): never closed here, and finish
-	// waits for this emitter's syncs (pending) instead of flushing the client.
-	shared  bool
-	pending atomic.Int64
-	// promote, if set, says whether finish promotes delayed syncs now (shared writers promote
-	// at most about once a second, as a long-running MM2 task does on its commits); nil: always.
-	promote func() bool
+	// waits for this emitter's syncs (inflight) instead of flushing the client.
+	shared bool
+	// permits caps the syncs the per-record path has in flight on cl (see above).
+	permits chan struct{}
+	// promote, if set, says whether finish promotes tp's delayed sync now (a shared writer
+	// promotes a partition at most about once a second, as a long-running MM2 task does on its
+	// commits); nil: always.
+	promote func(tp TP) bool
 
-	mu   sync.Mutex
-	err  error
-	sent int64
+	mu    sync.Mutex
+	owned map[TP]offsetsync.Partition // the partitions whose syncs are this emitter's
+	err   error
+	sent  int64
+	// inflight counts this emitter's syncs produced and not yet answered; idle, when not nil,
+	// is closed once inflight is 0 (finish waits on it).
+	inflight int64
+	idle     chan struct{}
 
 	// ready is the offset-syncs topic: known at once unless a first burst creates it in the
 	// background.
@@ -41,6 +58,10 @@ type syncEmitter struct {
 	// (w and cl are nil).
 	off bool
 }
+
+// maxOutstandingSyncs is how many offset syncs the per-record path may have in flight on one
+// syncs producer (MM2's MirrorSourceTask.MAX_OUTSTANDING_OFFSET_SYNCS).
+const maxOutstandingSyncs = 10
 
 // disabledEmitter is the emitter of a flow with emit.offset-syncs.enabled=false: no topic, no
 // producer, no sync.
@@ -71,18 +92,26 @@ func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEm
 	if err != nil {
 		return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 	}
-	s := newEmitter(e, cl, topic, false)
+	s := newEmitter(e, cl, topic, false, nil, nil)
 	if inBackground {
 		s.ready = createInBackground(nil, func() (int32, error) { return 1, e.ensureSyncsTopic(ctx) })
 	}
 	return s, nil
 }
 
-func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool) *syncEmitter {
+// newEmitter returns an emitter writing to topic with cl: with a writer and permits of its
+// own (a burst), or, with shared, the given ones (serve's copies on the engine's client).
+func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, permits chan struct{}) *syncEmitter {
 	if !e.opts.EmitsOffsetSyncs() {
 		return disabledEmitter()
 	}
-	return &syncEmitter{w: offsetsync.NewWriter(e.opts.OffsetLagMax), cl: cl, topic: topic, shared: shared, ready: readyTopic(1)}
+	if w == nil {
+		w = offsetsync.NewWriter(e.opts.OffsetLagMax)
+	}
+	if permits == nil {
+		permits = make(chan struct{}, maxOutstandingSyncs)
+	}
+	return &syncEmitter{w: w, cl: cl, topic: topic, shared: shared, permits: permits, owned: map[TP]offsetsync.Partition{}, ready: readyTopic(1)}
 }
 
 // syncLinger is how long a burst's offset-syncs producer waits to fill a request. A shared
@@ -113,62 +142,104 @@ func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 }
 
 // record registers an acknowledged copy of upstream to downstream and sends a sync at once if
-// one is due, as MirrorSourceTask.commitRecord does (it runs in producer promises: the
-// offset-syncs producer is a different client, so producing here cannot deadlock).
+// one is due and a permit is free, as MirrorSourceTask.commitRecord does (it runs in producer
+// promises and never blocks).
 func (s *syncEmitter) record(ctx context.Context, topic string, partition int32, upstream, downstream int64) {
 	if s.off {
 		return
 	}
-	s.recordAt(ctx, s.w.Partition(topic, partition), upstream, downstream)
+	s.recordAt(ctx, s.partition(TP{topic, partition}), upstream, downstream)
 }
 
 // partition returns the handle of tp in the offset-sync rules (the zero handle when syncs
-// are off), for recordAt.
+// are off), for recordAt, and makes tp's syncs this emitter's.
 func (s *syncEmitter) partition(tp TP) offsetsync.Partition {
 	if s.off {
 		return offsetsync.Partition{}
 	}
-	return s.w.Partition(tp.Topic, tp.Partition)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.owned[tp]
+	if !ok {
+		p = s.w.Partition(tp.Topic, tp.Partition)
+		s.owned[tp] = p
+	}
+	return p
 }
 
 // recordAt is record through the partition's handle: the per-record path, with no lookup of
 // the partition (two map lookups per record were 40% of the engine's own work per record).
 func (s *syncEmitter) recordAt(ctx context.Context, p offsetsync.Partition, upstream, downstream int64) {
 	if s.off || !p.Record(upstream, downstream) {
-		return // nothing due: no second lock per record for an empty pending set
+		return // nothing due: no second lock per record
 	}
-	for _, sy := range s.w.TakePending() {
-		s.produce(ctx, sy)
-	}
+	s.tryFire(ctx, p)
 }
 
-func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync) {
-	k, v, err := sy.Encode()
-	if err != nil {
-		s.done(nil, fmt.Errorf("encoding offset sync %v: %w", sy, err))
+// tryFire sends p's pending sync if a permit is free; otherwise the sync stays pending.
+func (s *syncEmitter) tryFire(ctx context.Context, p offsetsync.Partition) {
+	select {
+	case s.permits <- struct{}{}:
+	default:
 		return
 	}
-	s.pending.Add(1)
-	s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, s.done)
+	sy, ok := p.TakePending()
+	if !ok {
+		<-s.permits
+		return
+	}
+	s.produce(ctx, sy, true)
 }
 
-// send writes the pending syncs asynchronously. With promote, delayed syncs are promoted
-// first (MM2's commit()), so the newest position of every partition gets synced.
+// produce writes sy; withPermit: it holds a permit, returned when it is answered.
+func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, withPermit bool) {
+	k, v, err := sy.Encode()
+	if err != nil {
+		if withPermit {
+			<-s.permits
+		}
+		s.setErr(fmt.Errorf("encoding offset sync %v: %w", sy, err))
+		return
+	}
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, func(_ *kgo.Record, err error) {
+		if withPermit {
+			<-s.permits
+		}
+		s.done(err)
+	})
+}
+
+// owners returns the handles of the emitter's partitions.
+func (s *syncEmitter) owners() []offsetsync.Partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]offsetsync.Partition, 0, len(s.owned))
+	for _, p := range s.owned {
+		out = append(out, p)
+	}
+	return out
+}
+
+// send writes the pending syncs of the emitter's partitions asynchronously, as far as permits
+// allow (a sync without one stays pending). With promote, delayed syncs are promoted first
+// (MM2's commit()).
 func (s *syncEmitter) send(ctx context.Context, promote bool) error {
 	if s.off {
 		return nil
 	}
-	if promote {
-		s.w.PromoteDelayed()
-	}
-	for _, sy := range s.w.TakePending() {
-		s.produce(ctx, sy)
+	for _, p := range s.owners() {
+		if promote {
+			p.PromoteDelayed()
+		}
+		s.tryFire(ctx, p)
 	}
 	return s.error()
 }
 
-func (s *syncEmitter) done(_ *kgo.Record, err error) {
-	defer s.pending.Add(-1)
+func (s *syncEmitter) done(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil && s.err == nil {
@@ -176,6 +247,19 @@ func (s *syncEmitter) done(_ *kgo.Record, err error) {
 	}
 	if err == nil {
 		s.sent++
+	}
+	s.inflight--
+	if s.inflight == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+func (s *syncEmitter) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
 	}
 }
 
@@ -185,7 +269,28 @@ func (s *syncEmitter) error() error {
 	return s.err
 }
 
-// finish promotes and sends every remaining sync and waits for them.
+// wait waits until every sync this emitter produced was answered.
+func (s *syncEmitter) wait(ctx context.Context) error {
+	s.mu.Lock()
+	if s.inflight == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish promotes and sends the final sync of every partition of the emitter, pending or
+// delayed (whatever the permits), and waits until all its syncs are answered.
 func (s *syncEmitter) finish(ctx context.Context) error {
 	if s.off {
 		return nil
@@ -196,14 +301,42 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 		}
 		return fmt.Errorf("waiting for the offset-syncs topic %q: %w", s.topic, err)
 	}
-	if err := s.send(ctx, s.promote == nil || s.promote()); err != nil {
+	s.mu.Lock()
+	owned := maps.Clone(s.owned)
+	s.mu.Unlock()
+	for tp, p := range owned {
+		if s.promote == nil || s.promote(tp) {
+			p.PromoteDelayed()
+		}
+		if sy, ok := p.TakePending(); ok {
+			s.produce(ctx, sy, false)
+		}
+	}
+	if err := s.error(); err != nil {
 		return err
 	}
-	flush := s.cl.Flush
+	flush := s.cl.Flush // a burst's own client: no linger at the end
 	if s.shared {
-		flush = func(ctx context.Context) error { return waitZero(ctx, &s.pending) }
+		flush = s.wait
 	}
 	if err := flush(ctx); err != nil {
+		return fmt.Errorf("flushing offset syncs: %w", err)
+	}
+	return s.error()
+}
+
+// flushAll sends every pending and delayed sync of the emitter's writer, whichever copy
+// recorded it, and waits for them: the last syncs of a shared writer when the engine closes
+// (no copy runs any more).
+func (s *syncEmitter) flushAll(ctx context.Context) error {
+	if s.off {
+		return nil
+	}
+	s.w.PromoteDelayed()
+	for _, sy := range s.w.TakePending() {
+		s.produce(ctx, sy, false)
+	}
+	if err := s.wait(ctx); err != nil {
 		return fmt.Errorf("flushing offset syncs: %w", err)
 	}
 	return s.error()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/offsetsync"
@@ -23,7 +24,13 @@ const reuseTTL = 30 * time.Second
 // call per partition and event) do not connect and check everything per call: the target
 // producers for records and positions, the offset-syncs producer, and recent checks. Bursts
 // do not use it (a burst is the process's only work, its clients live as long as it does).
+//
+// Lock: mu guards every field below it but the atomics and space, and is never held across
+// network I/O: checks that do I/O run outside it, one at a time per kind (checks, a
+// singleflight group: concurrent callers wait for the one running, each within its own ctx).
 type reused struct {
+	checks singleflight.Group
+
 	mu                    sync.Mutex
 	prod, posProd, syncCl *kgo.Client
 
@@ -38,10 +45,13 @@ type reused struct {
 	space    chan struct{}
 
 	// syncWriter applies MM2's offset-sync rules across all calls, as one long-running
-	// MirrorSourceTask does (a writer per call would sync every call's first record);
-	// promoted is when its delayed syncs were last promoted.
-	syncWriter *offsetsync.Writer
-	promoted   time.Time
+	// MirrorSourceTask does (a writer per call would sync every call's first record); each
+	// call's emitter takes the syncs of its own partitions only. syncPermits caps the syncs
+	// all calls' per-record paths have in flight (maxOutstandingSyncs). promoted is when each
+	// partition's delayed sync was last promoted.
+	syncWriter  *offsetsync.Writer
+	syncPermits chan struct{}
+	promoted    map[TP]time.Time
 
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
@@ -57,24 +67,23 @@ type preparedTopic struct {
 
 func (r *reused) close(e *Engine) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.syncCl != nil && r.syncWriter != nil {
+	prod, posProd, syncCl, w, permits := r.prod, r.posProd, r.syncCl, r.syncWriter, r.syncPermits
+	r.prod, r.posProd, r.syncCl = nil, nil, nil
+	r.mu.Unlock()
+	if syncCl != nil && w != nil {
 		// The newest position of every partition gets its sync before the process ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		topic, _ := e.OffsetSyncsTopic()
-		s := newEmitter(e, r.syncCl, topic, true)
-		s.w = r.syncWriter
-		if err := s.finish(ctx); err != nil {
+		if err := newEmitter(e, syncCl, topic, true, w, permits).flushAll(ctx); err != nil {
 			e.log.Warn("last offset syncs not written", "err", err)
 		}
 		cancel()
 	}
-	for _, cl := range []*kgo.Client{r.prod, r.posProd, r.syncCl} {
+	for _, cl := range []*kgo.Client{prod, posProd, syncCl} {
 		if cl != nil {
 			cl.Close()
 		}
 	}
-	r.prod, r.posProd, r.syncCl = nil, nil, nil
 }
 
 // dataProducerOpts are the options of the at-least-once producer of copied records. The
@@ -101,22 +110,57 @@ func positionProducerOpts() []kgo.Opt {
 }
 
 // reusedProducers returns the long-lived record and position producers, connecting them on
-// first use.
+// first use (outside r.mu: a client of a caller that lost the race is closed).
 func (e *Engine) reusedProducers(ctx context.Context) (prod, posProd *kgo.Client, err error) {
 	r := &e.reuse
 	r.mu.Lock()
+	prod, posProd = r.prod, r.posProd
+	r.mu.Unlock()
+	if prod != nil && posProd != nil {
+		return prod, posProd, nil
+	}
+	dialed := prod == nil
+	if dialed {
+		if prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if posProd == nil {
+		if posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+			if dialed {
+				prod.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.prod == nil {
-		if r.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
-			return nil, nil, err
-		}
-	}
-	if r.posProd == nil {
-		if r.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
-			return nil, nil, err
-		}
-	}
+	r.prod = keepFirst(r.prod, prod)
+	r.posProd = keepFirst(r.posProd, posProd)
 	return r.prod, r.posProd, nil
+}
+
+// keepFirst returns have if set (closing mine, when it is another client), else mine.
+func keepFirst(have, mine *kgo.Client) *kgo.Client {
+	if have == nil {
+		return mine
+	}
+	if mine != have {
+		mine.Close()
+	}
+	return have
+}
+
+// check runs do once for all concurrent callers of the same key (no lock held while it runs);
+// a caller whose ctx ends stops waiting, the check goes on for the others.
+func (r *reused) check(ctx context.Context, key string, do func() error) error {
+	ch := r.checks.DoChan(key, func() (any, error) { return nil, do() })
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // reusedOffsetsTopic is ensureOffsetsTopic, checked at most once per reuseTTL.
@@ -138,42 +182,67 @@ func (e *Engine) reusedOffsetsTopic(ctx context.Context) (int32, bool, error) {
 }
 
 // reusedSyncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
-// checked at most once per reuseTTL). The emitter waits for its own syncs only.
+// checked at most once per reuseTTL, outside r.mu). The emitter sends and waits for the syncs
+// of its own partitions only.
 func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) {
 	r := &e.reuse
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	topic, side := e.OffsetSyncsTopic()
-	if r.syncCl == nil || time.Since(r.syncsChecked) >= reuseTTL {
-		if err := e.ensureSyncsTopic(ctx); err != nil {
+	r.mu.Lock()
+	stale := r.syncCl == nil || time.Since(r.syncsChecked) >= reuseTTL
+	r.mu.Unlock()
+	if stale {
+		// The check outlives a caller that gives up (others may wait for it), for at most
+		// reuseTTL.
+		err := r.check(ctx, "syncs", func() error {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reuseTTL)
+			defer cancel()
+			if err := e.ensureSyncsTopic(cctx); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.syncsChecked = time.Now()
+			r.mu.Unlock()
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
-		r.syncsChecked = time.Now()
 	}
-	if r.syncCl == nil {
-		cl, err := e.dial(ctx, side, syncProducerOpts(0)...)
+	r.mu.Lock()
+	cl := r.syncCl
+	r.mu.Unlock()
+	if cl == nil {
+		mine, err := e.dial(ctx, side, syncProducerOpts(0)...)
 		if err != nil {
 			return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 		}
-		r.syncCl = cl
+		r.mu.Lock()
+		r.syncCl = keepFirst(r.syncCl, mine)
+		cl = r.syncCl
+		r.mu.Unlock()
 	}
-	if r.syncWriter == nil {
-		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
-	}
-	s := newEmitter(e, r.syncCl, topic, true)
-	s.w = r.syncWriter
-	return s, nil
-}
-
-// promoteOften reports whether delayed offset syncs of the shared writer may be promoted now:
-// at most about once a second, for callers that write a record at a time (payload mode).
-func (r *reused) promoteOften() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.promoted) < time.Second {
+	if r.syncWriter == nil {
+		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
+		r.syncPermits = make(chan struct{}, maxOutstandingSyncs)
+	}
+	return newEmitter(e, cl, topic, true, r.syncWriter, r.syncPermits), nil
+}
+
+// promoteOften reports whether the delayed offset sync of tp in the shared writer may be
+// promoted now: at most about once a second per partition, for callers that write a record at
+// a time (payload mode).
+func (r *reused) promoteOften(tp TP) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.promoted[tp]) < time.Second {
 		return false
 	}
-	r.promoted = time.Now()
+	if r.promoted == nil {
+		r.promoted = map[TP]time.Time{}
+	}
+	r.promoted[tp] = time.Now()
 	return true
 }
 

@@ -66,6 +66,14 @@ func (w *modelWriter) record(tp topicPartition, up, down int64) bool {
 	return len(w.pending.order) > 0
 }
 
+// promoteOne is promote for tp alone.
+func (w *modelWriter) promoteOne(tp topicPartition) {
+	if s, ok := w.delayed.vals[tp]; ok {
+		w.delayed.remove(tp)
+		w.pending.put(tp, s)
+	}
+}
+
 func (w *modelWriter) promote() {
 	for _, s := range w.delayed.take() {
 		w.pending.put(topicPartition{s.Topic, s.Partition}, s)
@@ -94,16 +102,32 @@ func TestWriterMatchesModel(t *testing.T) {
 			case r < 4:
 				o[1] -= int64(rng.IntN(3)) // downstream went back (truncation)
 			}
-			var got bool
+			var got, want bool
 			if h, ok := handles[tp]; ok && rng.IntN(2) == 0 {
 				got = h.Record(o[0], o[1])
+				m.record(tp, o[0], o[1])
+				_, want = m.pending.vals[tp] // a handle reports its own partition's sync
 			} else {
 				handles[tp] = w.Partition(tp.topic, tp.partition)
 				got = w.Record(tp.topic, tp.partition, o[0], o[1])
+				want = m.record(tp, o[0], o[1])
 			}
-			want := m.record(tp, o[0], o[1])
 			if got != want {
 				t.Fatalf("seed %d record %d (%v at %v): pending %v, model %v", seed, i, tp, o, got, want)
+			}
+			if h := handles[tp]; rng.IntN(50) == 0 {
+				// One partition's own take or promotion (a copy sharing the writer).
+				if rng.IntN(2) == 0 {
+					h.PromoteDelayed()
+					m.promoteOne(tp)
+				} else {
+					got, ok := h.TakePending()
+					want, wok := m.pending.vals[tp]
+					m.pending.remove(tp)
+					if ok != wok || got != want {
+						t.Fatalf("seed %d record %d: %v's TakePending %v %v, model %v %v", seed, i, tp, got, ok, want, wok)
+					}
+				}
 			}
 			next[tp] = [2]int64{o[0] + 1, o[1] + 1}
 			switch r := rng.IntN(1000); {

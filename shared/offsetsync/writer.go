@@ -68,8 +68,11 @@ func (p *partitionState) update(upstream, downstream, maxOffsetLag int64) bool {
 // latest, in the order the partitions were first inserted (Java's LinkedHashMap: replacing an
 // entry keeps its place; removing and re-adding moves it to the end).
 //
-// Unlike MM2 there is no limit of 10 in-flight sends: callers send what TakePending returns in
-// batches. A Writer is safe for concurrent use.
+// The Writer holds no limit of in-flight sends: MM2's 10 permits are the caller's (a sync
+// that finds none stays pending). Several copies may share one Writer (the rules then span
+// their calls, as one long-running MirrorSourceTask): each takes the syncs of its own
+// partitions through their handles (Partition.TakePending, Partition.PromoteDelayed), never
+// another copy's. A Writer is safe for concurrent use.
 type Writer struct {
 	maxOffsetLag int64
 
@@ -125,11 +128,42 @@ func (w *Writer) Record(topic string, partition int32, upstream, downstream int6
 	return w.record(w.state(topicPartition{topic, partition}), upstream, downstream)
 }
 
-// Record is Writer.Record for the handle's partition, without looking it up.
+// Record is Writer.Record for the handle's partition, without looking it up, except that it
+// reports whether this partition has a sync pending afterwards (other partitions' syncs do
+// not count: they are their owners' to take).
 func (p Partition) Record(upstream, downstream int64) (pending bool) {
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
-	return p.w.record(p.st, upstream, downstream)
+	p.w.record(p.st, upstream, downstream)
+	return p.st.slot[pendingSet] >= 0
+}
+
+// TakePending returns the partition's pending sync and removes it from the pending set; ok is
+// false when none is pending. Other partitions' syncs stay where they are.
+func (p Partition) TakePending() (sync mm2.OffsetSync, ok bool) {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	i := p.st.slot[pendingSet]
+	if i < 0 {
+		return mm2.OffsetSync{}, false
+	}
+	sync = p.w.pending.entries[i].sync
+	p.w.pending.remove(p.st)
+	return sync, true
+}
+
+// PromoteDelayed is Writer.PromoteDelayed for the handle's partition alone: its delayed sync,
+// if any, replaces its pending one or joins the pending set at the end.
+func (p Partition) PromoteDelayed() {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	i := p.st.slot[delayedSet]
+	if i < 0 {
+		return
+	}
+	sync := p.w.delayed.entries[i].sync
+	p.w.delayed.remove(p.st)
+	p.w.pending.put(p.st, sync)
 }
 
 // record is Record on st. w.mu must be held.
