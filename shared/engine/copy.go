@@ -79,7 +79,7 @@ func (c *copier) bound() int64 {
 // such call.
 func (c *copier) shareEngineBudget() {
 	c.reuse = true
-	c.budget, c.inflight, c.space = c.e.sharedInflightBudget(), &c.e.reuse.inflight, c.e.reuse.space
+	c.budget, c.inflight = c.e.sharedInflightBudget(), &c.e.reuse.inflight
 }
 
 // sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
@@ -166,7 +166,7 @@ func (st *partState) position() int64 {
 // group mode only, while the loop waits in a poll) and position writes (writePositions, from
 // the loop and at the end).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
-//     posProd, reuse, pool, budget, wide, inflight, space, writeCtx, forward (the forwarder
+//     posProd, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
 //     keeps a budget of its own);
 //   - mu: states, byTP, active, assigned, closing, and each partState's done;
 //   - partState.mu: the rest of a partition's state (see partState), including next, where
@@ -200,19 +200,18 @@ type copier struct {
 	// reuse: prod and posProd are the engine's (CopyPartition), shared with concurrent calls;
 	// this copier waits for its own records (pending, posPending) instead of flushing them.
 	reuse               bool
-	pending, posPending atomic.Int64
+	pending, posPending zeroCount
 
 	pool  *fetchPool
 	early *kgo.Client // source consumer started while the topics were prepared, until used
 	// earlyProd is the records' producer started while the topics were prepared, until used.
 	earlyProd *kgo.Client
-	// inflight counts bytes produced, not yet acknowledged; space is signalled when it drops
-	// below budget. All three are the engine's (one bound for all concurrent calls) with
+	// inflight counts bytes produced, not yet acknowledged, and wakes producers waiting for
+	// room under budget. Both are the engine's (one bound for all concurrent calls) with
 	// reuse.
 	budget     int64
 	wide       bool // more than narrowPartitions partitions at the start: no start bound
-	inflight   *atomic.Int64
-	space      chan struct{}
+	inflight   *inflightBytes
 	records    atomic.Int64
 	bytes      atomic.Int64
 	forwarded  atomic.Int64 // records copied in forwarded batches
@@ -238,7 +237,7 @@ type copier struct {
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
-		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: new(atomic.Int64), space: make(chan struct{}, 1),
+		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}}
 	for _, w := range works {
 		st := c.newState(w)
@@ -355,12 +354,7 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 	if failed == nil && c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
 		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano()) // before the signal: it lifts bound
 	}
-	if c.inflight.Add(-size) < c.budget {
-		select {
-		case c.space <- struct{}{}:
-		default:
-		}
-	}
+	c.inflight.release(size)
 	if failed != nil {
 		c.fail(fmt.Errorf("writing %s offset %d to %q: %w", st.w.tp, up, st.w.remote, failed))
 		return
@@ -504,12 +498,12 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 		defer done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.writeCtx), settleMax)
 		defer cancel()
-		if err := waitZero(ctx, &c.pending); err != nil {
+		if err := c.pending.wait(ctx); err != nil {
 			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
 			return
 		}
 		c.writePositions(ctx)
-		if err := waitZero(ctx, &c.posPending); err != nil {
+		if err := c.posPending.wait(ctx); err != nil {
 			c.e.log.Error("positions of an ended copy not stored", "err", err)
 		}
 	}()
@@ -601,9 +595,9 @@ func (c *copier) finish(writeCtx context.Context) {
 // flush waits until every record this copier produced on cl was acknowledged: cl.Flush on
 // its own clients, its own count on the engine's shared ones (whose Flush would also wait for
 // other calls' records).
-func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *atomic.Int64) error {
+func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *zeroCount) error {
 	if c.reuse {
-		return waitZero(ctx, pending)
+		return pending.wait(ctx)
 	}
 	return cl.Flush(ctx)
 }
@@ -1076,20 +1070,8 @@ func (c *copier) markDone(done map[string][]int32, st *partState) {
 // in flight. It returns false if ctx ended while waiting.
 func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
 	size := recordSize(r)
-	var poll <-chan time.Time
-	for c.inflight.Load()+size > c.bound() && c.inflight.Load() > 0 {
-		if c.reuse && poll == nil {
-			// Other calls wait on the same signal: never sleep on it for long.
-			t := time.NewTicker(5 * time.Millisecond)
-			defer t.Stop()
-			poll = t.C
-		}
-		select {
-		case <-poll:
-		case <-c.space:
-		case <-ctx.Done():
-			return false
-		}
+	if n := c.inflight.load(); n+size > c.bound() && n > 0 && !c.inflight.wait(ctx, size, c.bound) {
+		return false
 	}
 	c.track(st, r, size)
 	c.prod.Produce(st.ctx, r, st.ack)
@@ -1099,7 +1081,7 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 // track registers a fetched record about to be produced (in-flight bytes, the upstream offset
 // its acknowledgement will confirm) and turns it into the record to produce.
 func (c *copier) track(st *partState, r *kgo.Record, size int64) {
-	c.inflight.Add(size)
+	c.inflight.add(size)
 	c.pending.Add(1)
 	st.mu.Lock()
 	st.inflight = append(st.inflight, inflightRec{rec: r, up: r.Offset})

@@ -242,7 +242,6 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 	}
-	e.reuse.space = make(chan struct{}, 1)
 	e.runs.max = maxConcurrentCopies
 	e.logProfiles()
 	return e, nil

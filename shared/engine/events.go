@@ -201,11 +201,12 @@ func (e *Engine) hold(ctx context.Context, tp TP) (release func(), err error) {
 			r.mu.Unlock()
 			return func() { e.release([]TP{tp}) }, nil
 		}
+		freed := r.freedSignal()
 		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for the copy of %s to end: %w", tp, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		case <-freed:
 		}
 	}
 }

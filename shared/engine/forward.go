@@ -84,7 +84,7 @@ type forwarder struct {
 	timeoutMS  int32 // produce request timeout
 	fetchMax   int32 // bytes fetched per partition and request
 	// budget is the forwarder's in-flight bound (the copier's, times forwardBudgetFactor when
-	// automatic); it counts on the copier's inflight and space. Set once, before the run.
+	// automatic); it counts on the copier's inflight. Set once, before the run.
 	budget int64
 
 	// Requests of many partitions to one broker go out together (see lanes): fetches on the
@@ -388,7 +388,7 @@ func (f *forwarder) fetch(ctx context.Context, p *fwdPartition, items chan<- fwd
 			}
 			return fmt.Sprintf("fetching at offset %d: %v", p.next, err)
 		}
-		c.inflight.Add(int64(len(recs)) - held)
+		c.inflight.add(int64(len(recs)) - held)
 		held = int64(len(recs))
 		got := false
 		for {
@@ -938,35 +938,15 @@ func (f *forwarder) reserve(ctx context.Context, need int64) bool {
 	if !f.waitSpace(ctx, need) {
 		return false
 	}
-	f.c.inflight.Add(need)
+	f.c.inflight.add(need)
 	return true
 }
 
 // waitSpace waits until need more bytes fit in the forwarder's in-flight budget (or nothing
 // is in flight). It returns false if ctx ended first.
 func (f *forwarder) waitSpace(ctx context.Context, need int64) bool {
-	c := f.c
-	for c.inflight.Load()+need > f.budget && c.inflight.Load() > 0 {
-		// Several partitions wait on the one signal: never sleep on it for long.
-		t := time.NewTimer(5 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-c.space:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-	}
-	return true
+	return f.c.inflight.wait(ctx, need, func() int64 { return f.budget })
 }
 
 // release returns size bytes to the in-flight budget.
-func (f *forwarder) release(size int64) {
-	if f.c.inflight.Add(-size) < f.budget {
-		select {
-		case f.c.space <- struct{}{}:
-		default:
-		}
-	}
-}
+func (f *forwarder) release(size int64) { f.c.inflight.release(size) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +24,7 @@ const reuseTTL = 30 * time.Second
 // producers for records and positions, the offset-syncs producer, and recent checks. Bursts
 // do not use it (a burst is the process's only work, its clients live as long as it does).
 //
-// Lock: mu guards every field below it but the atomics and space, and is never held across
+// Lock: mu guards every field below it but inflight (its own), and is never held across
 // network I/O: checks that do I/O run outside it, one at a time per kind (checks, a
 // singleflight group: concurrent callers wait for the one running, each within its own ctx).
 type reused struct {
@@ -39,10 +38,9 @@ type reused struct {
 	syncsChecked   time.Time
 	prepared       map[string]preparedTopic // source topic -> remote topic checked
 
-	// inflight and space bound the bytes in flight of all concurrent calls together (the
-	// engine's sharedInflightBudget), so memory does not grow with the partitions copied at once.
-	inflight atomic.Int64
-	space    chan struct{}
+	// inflight bounds the bytes in flight of all concurrent calls together (the engine's
+	// sharedInflightBudget), so memory does not grow with the partitions copied at once.
+	inflight inflightBytes
 
 	// syncWriter applies MM2's offset-sync rules across all calls, as one long-running
 	// MirrorSourceTask does (a writer per call would sync every call's first record); each
@@ -293,24 +291,6 @@ func (e *Engine) rememberPrepared(topic string, partitions int32) {
 		r.prepared = map[string]preparedTopic{}
 	}
 	r.prepared[topic] = preparedTopic{partitions, time.Now()}
-}
-
-// waitZero waits until n is 0 (records this call produced on a shared client were all
-// acknowledged): a shared client's Flush would also wait for other calls' records.
-func waitZero(ctx context.Context, n *atomic.Int64) error {
-	if n.Load() == 0 {
-		return nil
-	}
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for n.Load() != 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
 }
 
 // Warm readies what CopyPartition calls will need, before the first event: every selected

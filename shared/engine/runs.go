@@ -44,13 +44,27 @@ const maxPartitionsPerRun = 512
 //
 // Ownership: every field is guarded by mu, and so are the run and abandoned fields of the
 // calls.
+//
+// Lock: mu guards every field (and each copyCall's fields marked so); it is never held across
+// network I/O. Waiters sleep on channels closed under mu: arrived (no call on its way) and
+// freed (a partition left busy).
 type copyRuns struct {
 	mu       sync.Mutex
 	queue    []*copyCall
 	busy     map[TP]bool // partitions of running copies, until their positions are stored
 	running  int         // loops running copies, at most max
 	max      int
-	arriving int // calls on their way to the queue (checking and preparing their topic)
+	arriving int           // calls on their way to the queue (checking and preparing their topic)
+	arrived  chan struct{} // closed when arriving drops to 0 (nil: nobody waits)
+	freed    chan struct{} // closed when partitions leave busy (nil: nobody waits)
+}
+
+// freedSignal returns the channel closed when partitions next leave busy. r.mu must be held.
+func (r *copyRuns) freedSignal() <-chan struct{} {
+	if r.freed == nil {
+		r.freed = make(chan struct{})
+	}
+	return r.freed
 }
 
 // gatherMax is how long a copy about to start waits for calls on their way to the queue, so
@@ -67,6 +81,10 @@ func (r *copyRuns) arrive() (left func()) {
 		once.Do(func() {
 			r.mu.Lock()
 			r.arriving--
+			if r.arriving == 0 && r.arrived != nil {
+				close(r.arrived)
+				r.arrived = nil
+			}
 			r.mu.Unlock()
 		})
 	}
@@ -74,15 +92,21 @@ func (r *copyRuns) arrive() (left func()) {
 
 // gather waits, at most gatherMax, until no call is on its way to the queue.
 func (r *copyRuns) gather() {
-	deadline := time.Now().Add(gatherMax)
-	for {
-		r.mu.Lock()
-		n := r.arriving
+	r.mu.Lock()
+	if r.arriving == 0 {
 		r.mu.Unlock()
-		if n == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(250 * time.Microsecond)
+		return
+	}
+	if r.arrived == nil {
+		r.arrived = make(chan struct{})
+	}
+	arrived := r.arrived
+	r.mu.Unlock()
+	t := time.NewTimer(gatherMax)
+	defer t.Stop()
+	select {
+	case <-arrived:
+	case <-t.C:
 	}
 }
 
@@ -313,6 +337,10 @@ func (e *Engine) release(tps []TP) {
 	r.mu.Lock()
 	for _, tp := range tps {
 		delete(r.busy, tp)
+	}
+	if r.freed != nil {
+		close(r.freed)
+		r.freed = nil
 	}
 	start := len(r.queue) > 0 && r.running < r.max
 	if start {
