@@ -532,16 +532,6 @@ func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
 	}
 }
 
-// refreshPositions reports whether bursts store the unchanged positions of idle partitions
-// again. An offsets topic without compaction (Event Hubs tiers that lack it) drops position
-// records after its retention, so a partition idle for longer would lose its position and be
-// copied again from its start. Exactly-once runs leave it: a transaction per idle partition
-// per burst costs more than it saves.
-func (e *Engine) refreshPositions() bool {
-	p := e.opts.TargetProfile
-	return p.EventHubs && !p.CompactInternalTopics && !e.opts.ExactlyOnce
-}
-
 // finishSummary builds a Summary from per-partition results.
 func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)

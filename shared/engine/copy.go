@@ -16,15 +16,6 @@ import (
 	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
-// Positions (and due offset syncs) are written while copying at least every
-// positionFlushInterval (Connect's offset.flush.interval.ms; its default of 60 s would make a
-// crash re-copy a minute of work) and every positionFlushBytes acknowledged, so a SIGKILL
-// re-copies at most a fraction of a second of work at any rate.
-const (
-	positionFlushInterval = 500 * time.Millisecond
-	positionFlushBytes    = 8 << 20
-)
-
 // The in-flight budget (bytes read from the source, not yet acknowledged by the target) when
 // Options.MaxBufferedBytes is 0. A burst over few partitions needs room for a full batch
 // (cluster.DefaultMaxRequestSize, 1 MiB) per partition: with 2 MiB over 8 partitions every
@@ -233,12 +224,14 @@ type copier struct {
 	// forward: the copy forwards whole batches where it can before the record path runs
 	// (forwardLoop). Set before the copy starts.
 	forward bool
+	// policy says when positions are due while copying. Fetch loop only.
+	policy commitPolicy
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
 		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
-		pool: &fetchPool{}}
+		pool: &fetchPool{}, policy: newCommitPolicy()}
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -391,7 +384,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once.
-	c.writePositions(writeCtx)
+	_ = c.commit(writeCtx, commitStart)
 
 	reason := ReasonDone
 	if c.forward && c.active > 0 {
@@ -502,7 +495,7 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
 			return
 		}
-		c.writePositions(ctx)
+		_ = c.commit(ctx, commitSettle)
 		if err := c.posPending.wait(ctx); err != nil {
 			c.e.log.Error("positions of an ended copy not stored", "err", err)
 		}
@@ -583,7 +576,7 @@ func (c *copier) finish(writeCtx context.Context) {
 	if _, err := c.offsets.wait(fctx); err != nil {
 		c.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
 	}
-	c.writePositions(fctx)
+	_ = c.commit(fctx, commitFinish)
 	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
 		c.fail(fmt.Errorf("writing positions: %w", err))
 	}
@@ -790,7 +783,7 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 		if err := c.prod.Flush(ctx); err != nil {
 			c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 		}
-		c.writePositions(c.writeCtx)
+		_ = c.commit(c.writeCtx, commitRevoke)
 		if err := c.posProd.Flush(ctx); err != nil {
 			c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
 		}
@@ -834,7 +827,6 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 		})
 		defer t.Stop()
 	}
-	lastFlush, flushedBytes := time.Now(), int64(0)
 	lastProgress := time.Now()
 	var stall stallWatch
 	for {
@@ -944,10 +936,8 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			reason = ReasonMaxRecords
 			break
 		}
-		if acked := c.bytes.Load(); time.Since(lastFlush) >= positionFlushInterval || acked-flushedBytes >= positionFlushBytes {
-			lastFlush, flushedBytes = time.Now(), acked
-			c.writePositions(context.WithoutCancel(ctx))
-			if err := c.syncs.send(context.WithoutCancel(ctx), false); err != nil {
+		if c.policy.due(c.bytes.Load()) {
+			if err := c.commit(context.WithoutCancel(ctx), commitTick); err != nil {
 				c.fail(err)
 			}
 		}

@@ -190,17 +190,15 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 	}()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	lastFlush, flushedBytes, lastProgress := time.Now(), int64(0), time.Now()
+	lastProgress := time.Now()
 	for running := true; running; {
 		select {
 		case <-ended:
 			running = false
 		case <-tick.C:
 		}
-		if acked := c.bytes.Load(); running && (time.Since(lastFlush) >= positionFlushInterval || acked-flushedBytes >= positionFlushBytes) {
-			lastFlush, flushedBytes = time.Now(), acked
-			c.writePositions(context.WithoutCancel(ctx))
-			if err := c.syncs.send(context.WithoutCancel(ctx), false); err != nil {
+		if running && c.policy.due(c.bytes.Load()) {
+			if err := c.commit(context.WithoutCancel(ctx), commitTick); err != nil {
 				c.fail(err)
 				cancel()
 			}

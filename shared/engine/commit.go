@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// When positions are stored: the one place that decides it.
+//
+// Positions (and the due offset syncs) are written while copying at least every
+// positionFlushInterval (Connect's offset.flush.interval.ms; its default of 60 s would make a
+// crash re-copy a minute of work) and every positionFlushBytes acknowledged, so a SIGKILL
+// re-copies at most a fraction of a second of work at any rate.
+const (
+	positionFlushInterval = 500 * time.Millisecond
+	positionFlushBytes    = 8 << 20
+)
+
+// commitReason is why an at-least-once copy stores its positions (copier.commit).
+type commitReason int
+
+const (
+	// commitStart: the copy's start, for positions chosen by auto.offset.reset=latest.
+	commitStart commitReason = iota
+	// commitTick: while copying (the record path and the forwarder), when commitPolicy.due
+	// says so; the pending offset syncs go with it.
+	commitTick
+	// commitRevoke: group mode, partitions revoked (after their records were acknowledged).
+	commitRevoke
+	// commitFinish: the copy's end, after every record was acknowledged (finish; payload
+	// mode's single record too). The final offset syncs follow (syncEmitter.finish).
+	commitFinish
+	// commitSettle: a copy on serve's shared producers whose records were acknowledged only
+	// after it ended.
+	commitSettle
+)
+
+// Exactly-once copies store a partition's position inside each transaction (eosRun), never
+// through commit. Event Hubs tiers without compaction get unchanged positions stored again
+// (refreshPositions, decided when a copy is planned).
+
+// commitPolicy decides when a copy's positions are due while it copies: the interval since the
+// last commit or the bytes acknowledged since. One per copier, used by its fetch loop only (the
+// forwarder's loop and the record path's, one after the other), so a handover keeps its clock.
+type commitPolicy struct {
+	last  time.Time
+	acked int64 // bytes acknowledged at the last commit
+}
+
+func newCommitPolicy() commitPolicy { return commitPolicy{last: time.Now()} }
+
+// due reports whether positions are due now that acked bytes are acknowledged in all, and if
+// so counts this moment as the last commit.
+func (p *commitPolicy) due(acked int64) bool {
+	if time.Since(p.last) < positionFlushInterval && acked-p.acked < positionFlushBytes {
+		return false
+	}
+	p.last, p.acked = time.Now(), acked
+	return true
+}
+
+// commit stores the position of every partition that advanced (writePositions) for why; on
+// commitTick it also sends the pending offset syncs, and returns their error.
+func (c *copier) commit(ctx context.Context, why commitReason) error {
+	c.writePositions(ctx)
+	if why != commitTick {
+		return nil
+	}
+	return c.syncs.send(ctx, false)
+}
+
+// refreshPositions reports whether bursts store the unchanged positions of idle partitions
+// again. An offsets topic without compaction (Event Hubs tiers that lack it) drops position
+// records after its retention, so a partition idle for longer would lose its position and be
+// copied again from its start. Exactly-once runs leave it: a transaction per idle partition
+// per burst costs more than it saves.
+func (e *Engine) refreshPositions() bool {
+	p := e.opts.TargetProfile
+	return p.EventHubs && !p.CompactInternalTopics && !e.opts.ExactlyOnce
+}
