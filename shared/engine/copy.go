@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
-	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
 // The in-flight budget (bytes read from the source, not yet acknowledged by the target) when
@@ -108,7 +107,7 @@ type partState struct {
 	// acknowledgement can only ever reach the state that tracked its record.
 	ack func(*kgo.Record, error)
 	// sync is the partition's handle in the offset-sync rules (see syncEmitter.recordAt).
-	sync offsetsync.Partition
+	sync *syncPartition
 
 	mu        sync.Mutex
 	inflight  []inflightRec // FIFO of records produced, not yet acknowledged

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,10 +24,11 @@ import (
 // never send each other's syncs, and finish waits for this emitter's syncs alone.
 //
 // Sends from the per-record path (recordAt, in producer promises) never block: each needs a
-// permit of permits (maxOutstandingSyncs, shared by every emitter on the same client, MM2's
-// outstandingOffsetSyncs), and a sync that finds none stays pending in the writer, replaced by
-// the partition's next one, until a later record, send or finish takes it. finish sends the
-// final sync of every owned partition without a permit (it may wait; a promise may not).
+// permit (MM2's outstandingOffsetSyncs): one of its partition's maxOutstandingSyncs and one of
+// permits (maxProducerSyncs, shared by every emitter on the same client). A sync that finds
+// none stays pending in the writer, replaced by the partition's next one, until a later
+// record, send or finish takes it. finish sends the final sync of every owned partition
+// without a permit (it may wait; a promise may not).
 type syncEmitter struct {
 	w     *offsetsync.Writer
 	cl    *kgo.Client
@@ -42,7 +44,7 @@ type syncEmitter struct {
 	promote func(tp TP) bool
 
 	mu    sync.Mutex
-	owned map[TP]offsetsync.Partition // the partitions whose syncs are this emitter's
+	owned map[TP]*syncPartition // the partitions whose syncs are this emitter's
 	err   error
 	sent  int64
 	// inflight counts this emitter's syncs produced and not yet answered; idle, when not nil,
@@ -59,9 +61,23 @@ type syncEmitter struct {
 	off bool
 }
 
-// maxOutstandingSyncs is how many offset syncs the per-record path may have in flight on one
-// syncs producer (MM2's MirrorSourceTask.MAX_OUTSTANDING_OFFSET_SYNCS).
+// maxOutstandingSyncs is how many offset syncs of one partition the per-record path may have
+// in flight: MM2's MirrorSourceTask.MAX_OUTSTANDING_OFFSET_SYNCS, which MM2 counts per task.
+// Counted per task here, the syncs due together when the forwarder acknowledges a batch of
+// hundreds of records (one per offset.lag.max records) took every permit, and the other
+// partitions' early syncs were replaced before they were sent: a lagging group's offset could
+// no longer be translated (e2e TestCheckpointAfterMirrorBurst, "OlderThanSyncs:1").
 const maxOutstandingSyncs = 10
+
+// maxProducerSyncs caps the syncs in flight on one syncs producer, below its buffer (franz-go's
+// 10,000 records), so that its Produce never blocks.
+const maxProducerSyncs = 4096
+
+// syncPartition is an emitter's partition: its handle in the rules and its syncs in flight.
+type syncPartition struct {
+	h        offsetsync.Partition
+	inflight atomic.Int32
+}
 
 // disabledEmitter is the emitter of a flow with emit.offset-syncs.enabled=false: no topic, no
 // producer, no sync.
@@ -109,9 +125,9 @@ func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool, w *offsets
 		w = offsetsync.NewWriter(e.opts.OffsetLagMax)
 	}
 	if permits == nil {
-		permits = make(chan struct{}, maxOutstandingSyncs)
+		permits = make(chan struct{}, maxProducerSyncs)
 	}
-	return &syncEmitter{w: w, cl: cl, topic: topic, shared: shared, permits: permits, owned: map[TP]offsetsync.Partition{}, ready: readyTopic(1)}
+	return &syncEmitter{w: w, cl: cl, topic: topic, shared: shared, permits: permits, owned: map[TP]*syncPartition{}, ready: readyTopic(1)}
 }
 
 // syncLinger is how long a burst's offset-syncs producer waits to fill a request. A shared
@@ -153,15 +169,15 @@ func (s *syncEmitter) record(ctx context.Context, topic string, partition int32,
 
 // partition returns the handle of tp in the offset-sync rules (the zero handle when syncs
 // are off), for recordAt, and makes tp's syncs this emitter's.
-func (s *syncEmitter) partition(tp TP) offsetsync.Partition {
+func (s *syncEmitter) partition(tp TP) *syncPartition {
 	if s.off {
-		return offsetsync.Partition{}
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.owned[tp]
 	if !ok {
-		p = s.w.Partition(tp.Topic, tp.Partition)
+		p = &syncPartition{h: s.w.Partition(tp.Topic, tp.Partition)}
 		s.owned[tp] = p
 	}
 	return p
@@ -169,34 +185,43 @@ func (s *syncEmitter) partition(tp TP) offsetsync.Partition {
 
 // recordAt is record through the partition's handle: the per-record path, with no lookup of
 // the partition (two map lookups per record were 40% of the engine's own work per record).
-func (s *syncEmitter) recordAt(ctx context.Context, p offsetsync.Partition, upstream, downstream int64) {
-	if s.off || !p.Record(upstream, downstream) {
+func (s *syncEmitter) recordAt(ctx context.Context, p *syncPartition, upstream, downstream int64) {
+	if s.off || !p.h.Record(upstream, downstream) {
 		return // nothing due: no second lock per record
 	}
 	s.tryFire(ctx, p)
 }
 
-// tryFire sends p's pending sync if a permit is free; otherwise the sync stays pending.
-func (s *syncEmitter) tryFire(ctx context.Context, p offsetsync.Partition) {
+// tryFire sends p's pending sync if permits are free (the partition's and the producer's);
+// otherwise the sync stays pending.
+func (s *syncEmitter) tryFire(ctx context.Context, p *syncPartition) {
+	if p.inflight.Add(1) > maxOutstandingSyncs {
+		p.inflight.Add(-1)
+		return
+	}
 	select {
 	case s.permits <- struct{}{}:
 	default:
+		p.inflight.Add(-1)
 		return
 	}
-	sy, ok := p.TakePending()
+	sy, ok := p.h.TakePending()
 	if !ok {
 		<-s.permits
+		p.inflight.Add(-1)
 		return
 	}
-	s.produce(ctx, sy, true)
+	s.produce(ctx, sy, p)
 }
 
-// produce writes sy; withPermit: it holds a permit, returned when it is answered.
-func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, withPermit bool) {
+// produce writes sy; with p, it holds p's permit and one of the producer's, returned when it is
+// answered.
+func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, p *syncPartition) {
 	k, v, err := sy.Encode()
 	if err != nil {
-		if withPermit {
+		if p != nil {
 			<-s.permits
+			p.inflight.Add(-1)
 		}
 		s.setErr(fmt.Errorf("encoding offset sync %v: %w", sy, err))
 		return
@@ -205,18 +230,19 @@ func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, withPermit
 	s.inflight++
 	s.mu.Unlock()
 	s.cl.Produce(ctx, &kgo.Record{Topic: s.topic, Partition: 0, Key: k, Value: v}, func(_ *kgo.Record, err error) {
-		if withPermit {
+		if p != nil {
 			<-s.permits
+			p.inflight.Add(-1)
 		}
 		s.done(err)
 	})
 }
 
-// owners returns the handles of the emitter's partitions.
-func (s *syncEmitter) owners() []offsetsync.Partition {
+// owners returns the emitter's partitions.
+func (s *syncEmitter) owners() []*syncPartition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]offsetsync.Partition, 0, len(s.owned))
+	out := make([]*syncPartition, 0, len(s.owned))
 	for _, p := range s.owned {
 		out = append(out, p)
 	}
@@ -232,7 +258,7 @@ func (s *syncEmitter) send(ctx context.Context, promote bool) error {
 	}
 	for _, p := range s.owners() {
 		if promote {
-			p.PromoteDelayed()
+			p.h.PromoteDelayed()
 		}
 		s.tryFire(ctx, p)
 	}
@@ -306,10 +332,10 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 	s.mu.Unlock()
 	for tp, p := range owned {
 		if s.promote == nil || s.promote(tp) {
-			p.PromoteDelayed()
+			p.h.PromoteDelayed()
 		}
-		if sy, ok := p.TakePending(); ok {
-			s.produce(ctx, sy, false)
+		if sy, ok := p.h.TakePending(); ok {
+			s.produce(ctx, sy, nil)
 		}
 	}
 	if err := s.error(); err != nil {
@@ -334,7 +360,7 @@ func (s *syncEmitter) flushAll(ctx context.Context) error {
 	}
 	s.w.PromoteDelayed()
 	for _, sy := range s.w.TakePending() {
-		s.produce(ctx, sy, false)
+		s.produce(ctx, sy, nil)
 	}
 	if err := s.wait(ctx); err != nil {
 		return fmt.Errorf("flushing offset syncs: %w", err)

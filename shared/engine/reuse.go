@@ -45,8 +45,9 @@ type reused struct {
 	// syncWriter applies MM2's offset-sync rules across all calls, as one long-running
 	// MirrorSourceTask does (a writer per call would sync every call's first record); each
 	// call's emitter takes the syncs of its own partitions only. syncPermits caps the syncs
-	// all calls' per-record paths have in flight (maxOutstandingSyncs). promoted is when each
-	// partition's delayed sync was last promoted.
+	// all calls' per-record paths have in flight (maxProducerSyncs; each partition has its
+	// own maxOutstandingSyncs too). promoted is when each partition's delayed sync was last
+	// promoted.
 	syncWriter  *offsetsync.Writer
 	syncPermits chan struct{}
 	promoted    map[TP]time.Time
@@ -223,7 +224,7 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 	defer r.mu.Unlock()
 	if r.syncWriter == nil {
 		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
-		r.syncPermits = make(chan struct{}, maxOutstandingSyncs)
+		r.syncPermits = make(chan struct{}, maxProducerSyncs)
 	}
 	return newEmitter(e, cl, topic, true, r.syncWriter, r.syncPermits), nil
 }
