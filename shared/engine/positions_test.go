@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -77,17 +78,18 @@ func TestReadPositions(t *testing.T) {
 }
 
 // TestPositionsWhereConnectPutsThem checks the bytes a burst leaves in the offsets topic: the
-// canonical key in the partition murmur2 picks, value = last copied offset.
+// canonical key in the partition murmur2 picks (fakeFlow.positions checks both), value = last
+// copied offset. Pure logic: on kfake.
 func TestPositionsWhereConnectPutsThem(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "pos"), 4, nil)
-	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 4, 40)...)
-	f := newFlow(t, topic)
-	f.burst(BurstOptions{})
-	pos := f.positions() // checks key bytes and partition
+	f := newFakeFlow(t, map[string]int32{"pos": 4})
+	f.produce("pos", 4, 10)
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 40 {
+		t.Fatalf("burst: %+v, %v; want 40 records", s, err)
+	}
+	pos := f.positions()
 	for p := int32(0); p < 4; p++ {
-		if pos[TP{topic, p}] != 9 {
-			t.Errorf("position of %s-%d = %d, want 9", topic, p, pos[TP{topic, p}])
+		if pos[TP{"pos", p}] != 9 {
+			t.Errorf("position of pos-%d = %d, want 9", p, pos[TP{"pos", p}])
 		}
 	}
 }
@@ -116,52 +118,52 @@ func TestAutoOffsetResetLatest(t *testing.T) {
 	testkit.AssertSameRecords(t, sourceRecords(t, src, topic)[10:], got)
 }
 
-// TestCopyPartition copies one partition through a given offset.
+// TestCopyPartition copies one partition through a given offset, then to its end; an internal
+// topic is refused. On kfake.
 func TestCopyPartition(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "one"), 2, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 40)...)
-	f := newFlow(t, topic)
+	f := newFakeFlow(t, map[string]int32{"one": 2})
+	recs := f.produce("one", 2, 20)
 	f.opts.NoSweep = true // this partition alone (TestFakeSweep covers the sweep)
 	e := f.engine()
-	ctx := testkit.Context(t, time.Minute)
-	s, err := e.CopyPartition(ctx, topic, 1, 9)
+	ctx := context.Background()
+	s, err := e.CopyPartition(ctx, "one", 1, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Records != 10 {
 		t.Errorf("copied %d, want 10", s.Records)
 	}
-	if s, err = e.CopyPartition(ctx, topic, 1, -1); err != nil || s.Records != 10 {
+	if s, err = e.CopyPartition(ctx, "one", 1, -1); err != nil || s.Records != 10 {
 		t.Errorf("second copy: %d records, err %v; want 10", s.Records, err)
 	}
-	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
 	var want []*kgo.Record
-	for _, r := range sourceRecords(t, src, topic) {
+	for _, r := range recs {
 		if r.Partition == 1 {
 			want = append(want, r)
 		}
 	}
-	testkit.AssertSameRecords(t, want, got)
+	f.assertCopied(want, "src.one")
 	if _, err := e.CopyPartition(ctx, "__consumer_offsets", 0, -1); err == nil {
 		t.Error("CopyPartition of an internal topic succeeded")
 	}
 }
 
 // TestOffsetSyncsOnTarget: with offset-syncs.topic.location=target the syncs go to
-// mm2-offset-syncs.<source>.internal on the target, partition 0, in MM2's encoding.
+// mm2-offset-syncs.<source>.internal on the target, partition 0, in MM2's encoding. On kfake.
 func TestOffsetSyncsOnTarget(t *testing.T) {
-	c := testkit.Require(t)
-	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "synctgt"), 2, nil)
-	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 2, 300)...)
-	f := newFlow(t, topic)
+	f := newFakeFlow(t, map[string]int32{"synctgt": 2})
+	f.produce("synctgt", 2, 150)
 	f.opts.OffsetSyncsTopicLocation = SyncsOnTarget
 	f.opts.OffsetLagMax = 50
-	f.burst(BurstOptions{})
-	syncs := f.syncs(topic) // reads the target-side topic, checks partition 0 and decoding
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 300 {
+		t.Fatalf("burst: %+v, %v; want 300 records", s, err)
+	}
 	perPart := map[int32][]int64{}
-	for _, s := range syncs {
+	for _, r := range f.readAll(Target, "mm2-offset-syncs.src.internal") {
+		s, err := mm2.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil || r.Partition != 0 {
+			t.Fatalf("offset sync %q/%q in partition %d: %v", r.Key, r.Value, r.Partition, err)
+		}
 		if s.UpstreamOffset != s.DownstreamOffset {
 			t.Errorf("sync %v: upstream and downstream differ on a gapless copy", s)
 		}
@@ -173,6 +175,9 @@ func TestOffsetSyncsOnTarget(t *testing.T) {
 		if len(ups) < 3 || ups[0] != 0 || ups[len(ups)-1] != 149 {
 			t.Errorf("partition %d syncs at upstream %v, want 0 ... 149 every ~50", p, ups)
 		}
+	}
+	if n := len(f.readAll(Source, "mm2-offset-syncs.tgt.internal")); n != 0 {
+		t.Errorf("%d offset syncs on the source, want none", n)
 	}
 }
 
