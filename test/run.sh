@@ -28,6 +28,13 @@ go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 (cd deploy && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 
+echo "== fuzz: each parser target for a few seconds beyond its seed corpus (testdata/fuzz)"
+for target in "FuzzEventRoute ./shared/serve" "FuzzHandler ./shared/mirrorevents" "FuzzParseProperties ./shared/config" \
+  "FuzzProviders ./shared/config" "FuzzParseJAAS ./shared/cluster"; do
+  read -r name pkg <<<"$target" # not set --: "$@" is go test's below
+  go test -run='^$' -fuzz="^$name\$" -fuzztime=2s "$pkg"
+done
+
 echo "== starting Kafka clusters (first run downloads the jars with Maven)"
 "$kafka" install
 "$kafka" install-version # test/kafka/versions/*: the brokers TestMirrorOnBrokerVersions starts
