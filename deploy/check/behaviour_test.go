@@ -199,6 +199,9 @@ func TestKnativeOIDCComponents(t *testing.T) {
 			where := fmt.Sprintf("Service %s with %v", name, comps)
 			c := s.Spec.Template.Spec.Containers[0]
 			env := podEnv(t, where, c, dd)
+			if aud := env["MM2_SERVE_OIDC_AUDIENCE"]; aud != name || env["MM2_SERVE_OIDC_ALLOWED_SUBJECTS"] == "" {
+				t.Errorf("%s: MM2_SERVE_OIDC_AUDIENCE %q and subjects %q; want its own name and its sources", where, aud, env["MM2_SERVE_OIDC_ALLOWED_SUBJECTS"])
+			}
 			iss := env["MM2_SERVE_OIDC_ISSUER"]
 			if iss == "" || strings.HasPrefix(iss, "https://kubernetes.default.svc") {
 				t.Errorf("%s: MM2_SERVE_OIDC_ISSUER %q; want the component's issuer setting", where, iss)

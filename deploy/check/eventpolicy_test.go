@@ -13,9 +13,10 @@ import (
 	"knative.dev/pkg/kmeta"
 )
 
-// senderAudience is the OIDC audience every mm2go source requests (sink.audience) and the
-// functions expect (MM2_SERVE_OIDC_AUDIENCE).
-const senderAudience = "mm2go"
+// sinkName is the name of the Service a source calls (sink.ref.name): each function's audience is its own
+// name, which the sources that call it request (sink.audience) and it expects
+// (MM2_SERVE_OIDC_AUDIENCE, set by components/oidc-issuer).
+func sinkName(v any) string { s, _ := v.(string); return s }
 
 // TestKnativeSenderAuth checks the opt-in sender authentication of knative/: the EventPolicy is
 // valid for Eventing's webhook with authentication-oidc on, names every source that calls the
@@ -53,14 +54,14 @@ func TestKnativeSenderAuth(t *testing.T) {
 		return "system:serviceaccount:" + testNamespace + ":" + sa
 	}
 	for name, p := range dd.pings {
-		if p.Spec.Sink.Audience == nil || *p.Spec.Sink.Audience != senderAudience {
-			t.Errorf("PingSource %s: sink.audience %v, want %q", name, p.Spec.Sink.Audience, senderAudience)
+		if p.Spec.Sink.Ref == nil || p.Spec.Sink.Audience == nil || *p.Spec.Sink.Audience != p.Spec.Sink.Ref.Name {
+			t.Errorf("PingSource %s: sink.audience %v, want the name of the Service it calls", name, p.Spec.Sink.Audience)
 		}
 		senders["PingSource/"+name] = subject("PingSource", name)
 	}
 	for name, ks := range dd.kafkaSources {
-		if got := nested(ks, "spec", "sink", "audience"); got != senderAudience {
-			t.Errorf("KafkaSource %s: sink.audience %v, want %q", name, got, senderAudience)
+		if got, want := nested(ks, "spec", "sink", "audience"), sinkName(nested(ks, "spec", "sink", "ref", "name")); got != want || want == "" {
+			t.Errorf("KafkaSource %s: sink.audience %v, want %q, the Service it calls", name, got, want)
 		}
 		senders["KafkaSource/"+name] = subject("KafkaSource", name)
 	}
@@ -81,34 +82,50 @@ func TestKnativeSenderAuth(t *testing.T) {
 		}
 	}
 
-	// The commented settings block of configmap.yaml: known names, the same audience, the
-	// subjects Eventing will create.
-	text := string(mustRead(t, "knative/configmap.yaml"))
-	known := functionSettings(t)
-	settings := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^\s*#\s*(MM2_SERVE_OIDC_[A-Z_]+|MM2_PAYLOAD_[A-Z_]+):\s*(.*)$`).FindAllStringSubmatch(text, -1) {
-		settings[m[1]] = strings.Trim(strings.TrimSpace(m[2]), `"`)
+	// Each function's audience and allowed subjects (components/oidc-issuer): its own name, and
+	// exactly the identities of the sources that call it.
+	callers := map[string]map[string]bool{} // Service -> subjects
+	add := func(svc, sub string) {
+		if callers[svc] == nil {
+			callers[svc] = map[string]bool{}
+		}
+		callers[svc][sub] = true
 	}
-	for name := range settings {
-		if !known[name] {
-			t.Errorf("configmap.yaml comments setting %s, which the functions do not read", name)
+	for name, p := range dd.pings {
+		if p.Spec.Sink.Ref != nil {
+			add(p.Spec.Sink.Ref.Name, subject("PingSource", name))
 		}
 	}
-	// The issuer and its files come from the components (TestKnativeOIDCComponents).
-	if settings["MM2_SERVE_OIDC_AUDIENCE"] != senderAudience {
-		t.Errorf("configmap.yaml sender auth block: audience %q, want %q", settings["MM2_SERVE_OIDC_AUDIENCE"], senderAudience)
+	for name, ks := range dd.kafkaSources {
+		add(sinkName(nested(ks, "spec", "sink", "ref", "name")), subject("KafkaSource", name))
 	}
-	listed := map[string]bool{}
-	for _, s := range strings.Split(settings["MM2_SERVE_OIDC_ALLOWED_SUBJECTS"], ",") {
-		listed[strings.TrimSpace(s)] = true
-	}
-	for key, sub := range senders {
-		if !listed[sub] {
-			t.Errorf("MM2_SERVE_OIDC_ALLOWED_SUBJECTS in configmap.yaml lacks %s, the OIDC identity of %s", sub, key)
+	text := string(mustRead(t, "knative/components/oidc-issuer/kustomization.yaml"))
+	re := regexp.MustCompile(`(?s)name: (mm2go-[a-z]+)\}\n    patch: .*?MM2_SERVE_OIDC_AUDIENCE, value: ([^}]+)\}.*?MM2_SERVE_OIDC_ALLOWED_SUBJECTS, value: "([^"]*)"`)
+	seen := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		svc, aud, subs := m[1], strings.TrimSpace(m[2]), m[3]
+		seen[svc] = true
+		if aud != svc {
+			t.Errorf("components/oidc-issuer: %s expects audience %q, want its own name", svc, aud)
 		}
-		delete(listed, sub)
+		listed := map[string]bool{}
+		for _, sub := range strings.Split(subs, ",") {
+			listed[strings.TrimSpace(sub)] = true
+		}
+		for sub := range callers[svc] {
+			if !listed[sub] {
+				t.Errorf("components/oidc-issuer: %s does not allow %s, a source that calls it", svc, sub)
+			}
+		}
+		for sub := range listed {
+			if !callers[svc][sub] {
+				t.Errorf("components/oidc-issuer: %s allows %s, which is no source calling it", svc, sub)
+			}
+		}
 	}
-	for sub := range listed {
-		t.Errorf("MM2_SERVE_OIDC_ALLOWED_SUBJECTS in configmap.yaml lists %s, which is no source of knative/", sub)
+	for svc := range callers {
+		if !seen[svc] {
+			t.Errorf("components/oidc-issuer sets no audience and subjects for %s", svc)
+		}
 	}
 }
