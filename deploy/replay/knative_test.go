@@ -121,6 +121,7 @@ func (p *pod) ping(t *testing.T, source string) (int, string) {
 // burst PingSource's tick on a cold mirror copies a backlog; the schedules give each Service
 // idle time to reach zero.
 func TestReplayKnative(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: the replay builds the functions and needs the brokers")
 	}
