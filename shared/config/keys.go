@@ -99,8 +99,8 @@ var keyRules = map[string]keyRule{
 	"status.storage.replication.factor": {NotNeeded, "mm2go keeps no Connect task status", nil},
 	"status.storage.partitions":         {NotNeeded, "mm2go keeps no Connect task status", nil},
 	"group.id":                          {NotNeeded, "mm2go has no Connect worker group", nil},
-	"offset.flush.interval.ms":          {NotNeeded, "positions are committed after every copied batch", nil},
-	"offset.flush.timeout.ms":           {NotNeeded, "positions are committed after every copied batch", nil},
+	"offset.flush.interval.ms":          {NotNeeded, "positions are stored every 500 ms and every 8 MiB acknowledged while copying (exactly-once: with every transaction) and when a copy ends", nil},
+	"offset.flush.timeout.ms":           {NotNeeded, "positions are stored every 500 ms and every 8 MiB acknowledged while copying (exactly-once: with every transaction) and when a copy ends", nil},
 	"plugin.path":                       {NotNeeded, whyConnect, nil},
 
 	// Client security keys no cluster setting reads (yet).
