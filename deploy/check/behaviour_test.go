@@ -60,8 +60,39 @@ const (
 // TestKnativeBehaviour: what Knative does with knative/ beyond its schema.
 func TestKnativeBehaviour(t *testing.T) {
 	dd := decodeAll(t, kustomizeBuild(t, "knative"))
+	checkKnativeServing(t, "knative/", dd)
+
+	// A new KafkaSource starts at the end of its topics: what is there already is copied by the
+	// bursts, many records a request, not by one request (answered "already copied") per record.
+	for name, ks := range dd.kafkaSources {
+		if got := nested(ks, "spec", "initialOffset"); got != "latest" {
+			t.Errorf("KafkaSource %s: initialOffset %v, want latest (the bursts copy the backlog)", name, got)
+		}
+	}
+
+	// No comment may call a setting the functions read "not read yet".
+	stale := regexp.MustCompile(`(?i)not read (by the functions )?yet|once mm2go's .*settings exist|are being added`)
+	for _, dir := range []string{"knative", "deploy/kubernetes", "deploy/keda"} {
+		for _, d := range []string{dir + "/README.md"} {
+			checkNoStale(t, d, stale)
+		}
+		files, _ := filepath.Glob(filepath.Join(repoRoot(t), dir, "*.yaml"))
+		for _, f := range files {
+			rel, _ := filepath.Rel(repoRoot(t), f)
+			checkNoStale(t, rel, stale)
+		}
+	}
+}
+
+// checkKnativeServing: how Knative Serving treats the Services and the PingSources that wake
+// them (knative/ and the chart's knative shape alike). from names the origin in errors.
+func checkKnativeServing(t *testing.T, from string, dd *decoded) {
+	t.Helper()
+	if len(dd.services) == 0 || len(dd.pings) == 0 {
+		t.Errorf("%s: no Knative Services or PingSources", from)
+	}
 	for name, s := range dd.services {
-		where := "Service " + name
+		where := from + " Service " + name
 		c := s.Spec.Template.Spec.Containers[0]
 		rp := c.ReadinessProbe
 		if rp == nil || rp.HTTPGet == nil {
@@ -102,28 +133,7 @@ func TestKnativeBehaviour(t *testing.T) {
 			kept += d
 		}
 		if iv <= kept {
-			t.Errorf("PingSource %s: every %v wakes Service %s, which stays up %v after a request: it never scales to zero (README.md says it does)", name, iv, s.Name, kept)
-		}
-	}
-
-	// A new KafkaSource starts at the end of its topics: what is there already is copied by the
-	// bursts, many records a request, not by one request (answered "already copied") per record.
-	for name, ks := range dd.kafkaSources {
-		if got := nested(ks, "spec", "initialOffset"); got != "latest" {
-			t.Errorf("KafkaSource %s: initialOffset %v, want latest (the bursts copy the backlog)", name, got)
-		}
-	}
-
-	// No comment may call a setting the functions read "not read yet".
-	stale := regexp.MustCompile(`(?i)not read (by the functions )?yet|once mm2go's .*settings exist|are being added`)
-	for _, dir := range []string{"knative", "deploy/kubernetes", "deploy/keda"} {
-		for _, d := range []string{dir + "/README.md"} {
-			checkNoStale(t, d, stale)
-		}
-		files, _ := filepath.Glob(filepath.Join(repoRoot(t), dir, "*.yaml"))
-		for _, f := range files {
-			rel, _ := filepath.Rel(repoRoot(t), f)
-			checkNoStale(t, rel, stale)
+			t.Errorf("%s PingSource %s: every %v wakes Service %s, which stays up %v after a request: it never scales to zero (its README says it does)", from, name, iv, s.Name, kept)
 		}
 	}
 }

@@ -167,11 +167,9 @@ func TestHelmChartRelease(t *testing.T) {
 			if c.shape != "knative" {
 				return
 			}
-			for name, s := range dd.services {
-				if p := s.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.PeriodSeconds != 0 {
-					t.Errorf("Service %s: readiness periodSeconds set: Knative's fast start-up probing applies only without it", name)
-				}
-			}
+			// The chart's Services and PingSources behave as knative/'s: readiness /healthz with no
+			// periodSeconds, and ticks far enough apart that every Service scales to zero.
+			checkKnativeServing(t, "chart", dd)
 			for name, ks := range dd.kafkaSources {
 				if got := nested(ks, "spec", "initialOffset"); got != "latest" {
 					t.Errorf("KafkaSource %s: initialOffset %v, want latest (the scheduled bursts copy the backlog; earliest sends one request per existing record)", name, got)
@@ -194,6 +192,17 @@ func TestHelmChartRelease(t *testing.T) {
 			for name, p := range dd.pings {
 				if p.Spec.Sink.Audience == nil || *p.Spec.Sink.Audience != "mm2go" {
 					t.Errorf("PingSource %s: sink.audience %v, want mm2go", name, p.Spec.Sink.Audience)
+				}
+			}
+			// The chart README and NOTES.txt state the PingSources' ticks as rendered.
+			tick := regexp.MustCompile(`PingSources tick every (\d+) minutes`).FindStringSubmatch(readme)
+			for name, p := range dd.pings {
+				iv := cronInterval(t, "PingSource "+name, p.Spec.Schedule)
+				if tick == nil || tick[1] != strconv.Itoa(int(iv.Minutes())) {
+					t.Errorf("PingSource %s ticks every %v; the chart README says %v", name, iv, tick)
+				}
+				if !strings.Contains(rel.Info.Notes, name+" ("+p.Spec.Schedule+")") {
+					t.Errorf("NOTES.txt does not name PingSource %s with its schedule %q:\n%s", name, p.Spec.Schedule, rel.Info.Notes)
 				}
 			}
 		})

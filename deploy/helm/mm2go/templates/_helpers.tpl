@@ -23,6 +23,12 @@ two releases in one namespace share no object. fullnameOverride replaces it.
 {{- define "mm2go.lagGroup" -}}{{ .Values.keda.lagGroup | default (include "mm2go.name" (dict "root" . "suffix" "lag")) }}{{- end -}}
 {{- define "mm2go.burstGroup" -}}{{ .Values.keda.burstGroup | default (include "mm2go.name" (dict "root" . "suffix" "burst")) }}{{- end -}}
 {{- define "mm2go.knativeGroup" -}}{{ .Values.knative.consumerGroup | default (include "mm2go.name" (dict "root" . "suffix" "mirror-knative")) }}{{- end -}}
+{{/* The schedule of one function (arguments: root, fn): schedules.<fn>, or when empty every 5
+minutes as PingSources (shape knative: a tick every minute would keep the pod up for good) and
+every minute as CronJobs. */}}
+{{- define "mm2go.schedule" -}}
+{{- index .root.Values.schedules .fn | default (ternary "*/5 * * * *" "* * * * *" (eq .root.Values.shape "knative")) -}}
+{{- end -}}
 {{- define "mm2go.audience" -}}{{ .Values.knative.audience | default (include "mm2go.fullname" .) }}{{- end -}}
 
 {{/* Labels of every object. */}}
@@ -123,10 +129,13 @@ azure.workload.identity/use: "true"
   ports:
     - name: http1
       containerPort: 8080
-  # No periodSeconds (nor timeoutSeconds, which Knative then refuses): the queue-proxy probes
-  # every few milliseconds until the pod is ready, so a cold start waits for /readyz only.
+  # Ready once the process serves (/healthz), as in knative/services.yaml: /readyz needs both
+  # clusters, and an unready pod makes Knative's activator hold every event for up to
+  # timeoutSeconds, while a ready one answers 503 at once, which the sources retry or give up
+  # on in seconds. No periodSeconds (nor timeoutSeconds, which Knative then refuses): the
+  # queue-proxy probes every 25 ms until the pod is ready.
   readinessProbe:
-    httpGet: {path: /readyz}
+    httpGet: {path: /healthz}
   livenessProbe:
     httpGet: {path: /healthz}
     periodSeconds: 20
