@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/kmeta"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
@@ -174,9 +175,6 @@ func TestHelmChartRelease(t *testing.T) {
 				if got := nested(ks, "spec", "initialOffset"); got != "latest" {
 					t.Errorf("KafkaSource %s: initialOffset %v, want latest (the scheduled bursts copy the backlog; earliest sends one request per existing record)", name, got)
 				}
-				if got := nested(ks, "spec", "sink", "audience"); got != "mm2go" {
-					t.Errorf("KafkaSource %s: sink.audience %v, want mm2go", name, got)
-				}
 			}
 			// The chart README states the delivery settings the template renders.
 			readme := string(mustRead(t, chartDir+"/README.md"))
@@ -187,11 +185,6 @@ func TestHelmChartRelease(t *testing.T) {
 				got := []string{fmt.Sprint(nested(ks, "spec", "delivery", "retry")), strconv.FormatFloat(delay, 'g', -1, 64), strconv.FormatFloat(timeout, 'g', -1, 64)}
 				if m == nil || !slices.Equal(m[1:], got) {
 					t.Errorf("KafkaSource %s: delivery retry, backoffDelay, timeout %v; the chart README says %v", name, got, m)
-				}
-			}
-			for name, p := range dd.pings {
-				if p.Spec.Sink.Audience == nil || *p.Spec.Sink.Audience != "mm2go" {
-					t.Errorf("PingSource %s: sink.audience %v, want mm2go", name, p.Spec.Sink.Audience)
 				}
 			}
 			// The chart README and NOTES.txt state the PingSources' ticks as rendered.
@@ -388,6 +381,97 @@ func TestHelmChartMetadata(t *testing.T) {
 	for _, want := range []string{"README.md", "templates/NOTES.txt", "templates/tests/status.yaml", "examples/keda.yaml"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the packaged chart lacks %s (.helmignore?): has %v", want, files)
+		}
+	}
+}
+
+// TestHelmKnativeSenderAuth: in the chart's knative shape, as in knative/ (F11), every source
+// requests the audience of the function it calls (its Service name), and with knative.oidc.issuer
+// set each function accepts only its own audience and the OIDC identities of its own sources,
+// so no function accepts a token minted for another. Two releases: the names follow the prefix.
+func TestHelmKnativeSenderAuth(t *testing.T) {
+	ch := loadChart(t)
+	var kn chartCase
+	for _, c := range chartCases {
+		if c.shape == "knative" {
+			kn = c
+		}
+	}
+	subject := func(kind, name string) string {
+		return "system:serviceaccount:" + testNamespace + ":" + strings.ToLower(kmeta.ChildName(name, "-oidc-sources.knative.dev-"+kind))
+	}
+	for _, release := range []string{"mm2go", "eu"} {
+		for _, issuer := range []string{"", "https://oidc.example.com/cluster"} {
+			vals := kn.values(t)
+			if issuer != "" {
+				vals["knative"].(map[string]any)["oidc"] = map[string]any{"issuer": issuer}
+			}
+			where := fmt.Sprintf("release %s, knative.oidc.issuer %q", release, issuer)
+			dd := decodeAll(t, releaseDocs(t, ch, release, vals))
+			for _, d := range readDocs(t, "knative/secret.example.yaml", mustRead(t, "knative/secret.example.yaml")) {
+				if err := dd.decodeDoc(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			audiences := map[string][]string{} // Service -> sink.audience of each source calling it
+			callers := map[string]map[string]bool{}
+			add := func(src, svc, aud, sub string) {
+				if aud != svc {
+					t.Errorf("%s: %s calls %s with sink.audience %q, want the Service name %q", where, src, svc, aud, svc)
+				}
+				audiences[svc] = append(audiences[svc], aud)
+				if callers[svc] == nil {
+					callers[svc] = map[string]bool{}
+				}
+				callers[svc][sub] = true
+			}
+			for name, p := range dd.pings {
+				aud := ""
+				if p.Spec.Sink.Audience != nil {
+					aud = *p.Spec.Sink.Audience
+				}
+				add("PingSource "+name, p.Spec.Sink.Ref.Name, aud, subject("PingSource", name))
+			}
+			for name, ks := range dd.kafkaSources {
+				aud, _ := nested(ks, "spec", "sink", "audience").(string)
+				add("KafkaSource "+name, sinkName(nested(ks, "spec", "sink", "ref", "name")), aud, subject("KafkaSource", name))
+			}
+			if len(dd.services) != 3 || len(callers) != 3 {
+				t.Fatalf("%s: %d Services, %d called by sources; want 3 each", where, len(dd.services), len(callers))
+			}
+			for name, s := range dd.services {
+				env := podEnv(t, where, s.Spec.Template.Spec.Containers[0], dd)
+				aud, subs := env["MM2_SERVE_OIDC_AUDIENCE"], env["MM2_SERVE_OIDC_ALLOWED_SUBJECTS"]
+				if issuer == "" {
+					if aud != "" || subs != "" || env["MM2_SERVE_OIDC_ISSUER"] != "" {
+						t.Errorf("%s: Service %s sets sender authentication (%q, %q) with no issuer", where, name, aud, subs)
+					}
+					continue
+				}
+				if env["MM2_SERVE_OIDC_ISSUER"] != issuer {
+					t.Errorf("%s: Service %s: MM2_SERVE_OIDC_ISSUER %q", where, name, env["MM2_SERVE_OIDC_ISSUER"])
+				}
+				// Its own audience, the one every source calling it requests, and no other
+				// function's.
+				for _, a := range audiences[name] {
+					if a != aud {
+						t.Errorf("%s: Service %s accepts audience %q; its source requests %q", where, name, aud, a)
+					}
+				}
+				for other, auds := range audiences {
+					if other != name && slices.Contains(auds, aud) {
+						t.Errorf("%s: Service %s accepts audience %q, which the sources of %s request", where, name, aud, other)
+					}
+				}
+				listed := map[string]bool{}
+				for _, sub := range strings.Split(subs, ",") {
+					listed[strings.TrimSpace(sub)] = true
+				}
+				if !maps.Equal(listed, callers[name]) {
+					t.Errorf("%s: Service %s allows subjects %v, want exactly its sources' %v", where, name, keys(listed), keys(callers[name]))
+				}
+				loadSettings(t, where+": Service "+name, env)
+			}
 		}
 	}
 }

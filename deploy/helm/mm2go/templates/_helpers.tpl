@@ -29,7 +29,34 @@ every minute as CronJobs. */}}
 {{- define "mm2go.schedule" -}}
 {{- index .root.Values.schedules .fn | default (ternary "*/5 * * * *" "* * * * *" (eq .root.Values.shape "knative")) -}}
 {{- end -}}
-{{- define "mm2go.audience" -}}{{ .Values.knative.audience | default (include "mm2go.fullname" .) }}{{- end -}}
+{{/* The OIDC audience of one function (arguments: root, fn): knative.functions.<fn>.audience, or
+its Service's name. Its sources request it (sink.audience) and it accepts no other. */}}
+{{- define "mm2go.audience" -}}
+{{- (index .root.Values.knative.functions .fn).audience | default (include "mm2go.name" (dict "root" .root "suffix" .fn)) -}}
+{{- end -}}
+
+{{/* The token subjects one function accepts (arguments: root, fn), comma separated:
+knative.functions.<fn>.allowedSubjects, or the OIDC service accounts Eventing creates for the
+sources that call it (<source>-oidc-sources.knative.dev-<kind> in the release namespace). */}}
+{{- define "mm2go.oidcSubjects" -}}
+{{- $f := index .root.Values.knative.functions .fn -}}
+{{- if $f.allowedSubjects -}}
+{{- join "," $f.allowedSubjects -}}
+{{- else -}}
+{{- $srcs := list (list (ternary "mirror-burst" .fn (eq .fn "mirror")) "pingsource") -}}
+{{- if eq .fn "mirror" }}{{ $srcs = prepend $srcs (list "mirror" "kafkasource") }}{{ end -}}
+{{- $out := list -}}
+{{- range $s := $srcs -}}
+{{- $parent := include "mm2go.name" (dict "root" $.root "suffix" (index $s 0)) -}}
+{{- $sa := lower (printf "%s-oidc-sources.knative.dev-%s" $parent (index $s 1)) -}}
+{{- if gt (len $sa) 63 -}}
+{{- fail (printf "knative.functions.%s.allowedSubjects: the OIDC service account of %s %s is longer than 63 characters, so Eventing shortens it with a hash; list the subjects (kubectl get %s %s -o jsonpath='{.status.auth.serviceAccountName}')" $.fn (index $s 1) $parent (index $s 1) $parent) -}}
+{{- end -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s" $.root.Release.Namespace $sa) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+{{- end -}}
 
 {{/* Labels of every object. */}}
 {{- define "mm2go.labels" -}}
@@ -146,6 +173,15 @@ azure.workload.identity/use: "true"
         name: {{ include "mm2go.settingsName" .root }}
   env:
     {{- include "mm2go.env" .root | nindent 4 }}
+    {{- if and (eq .cmd "serve") .root.Values.knative.oidc.issuer }}
+    # Sender authentication: this function's own audience and sources only.
+    - name: MM2_SERVE_OIDC_ISSUER
+      value: {{ .root.Values.knative.oidc.issuer | quote }}
+    - name: MM2_SERVE_OIDC_AUDIENCE
+      value: {{ include "mm2go.audience" . | quote }}
+    - name: MM2_SERVE_OIDC_ALLOWED_SUBJECTS
+      value: {{ include "mm2go.oidcSubjects" . | quote }}
+    {{- end }}
   resources:
     {{- toYaml (index .root.Values.resources .fn) | nindent 4 }}
   securityContext:
