@@ -31,7 +31,13 @@ type cutoverFlow struct {
 func newCutoverFlow(t *testing.T, c testkit.Clusters, topics []string, extra ...string) *cutoverFlow {
 	name := testkit.Name(t, "")
 	id := name[len(name)-8:] // the random part
-	f := &cutoverFlow{c: c, src: "s" + id, tgt: "t" + id}
+	return newCutoverFlowAliases(t, c, "s"+id, "t"+id, topics, extra...)
+}
+
+// newCutoverFlowAliases is newCutoverFlow with the given source and target aliases (a
+// reversed flow swaps the clusters and the aliases of the forward one).
+func newCutoverFlowAliases(t *testing.T, c testkit.Clusters, src, tgt string, topics []string, extra ...string) *cutoverFlow {
+	f := &cutoverFlow{c: c, src: src, tgt: tgt}
 	quoted := make([]string, len(topics))
 	for i, tp := range topics {
 		quoted[i] = regexp.QuoteMeta(tp)
