@@ -475,3 +475,82 @@ func TestHelmKnativeSenderAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmOAuthBearer: a cluster that signs in with OAUTHBEARER at a token endpoint
+// (<role>.oauthbearer.tokenEndpointUrl) also gets the allow list the functions require
+// (<role>.oauthbearer.allowedUrls, MM2_<ROLE>_SASL_OAUTHBEARER_ALLOWED_URLS; Kafka 4's
+// org.apache.kafka.sasl.oauthbearer.allowed.urls, docs/oauthbearer.md), documented in
+// values.yaml; every function's settings then load, and an allow list without the endpoint is
+// refused at install.
+func TestHelmOAuthBearer(t *testing.T) {
+	ch := loadChart(t)
+	const endpoint = "https://idp.example.com/realms/kafka/protocol/openid-connect/token"
+	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="mm2" clientSecret="s3cret-value" scope="kafka";`
+	values := string(mustRead(t, chartDir+"/values.yaml"))
+	for _, want := range []string{"tokenEndpointUrl:", "allowedUrls:", "sasl.oauthbearer.allowed.urls", "MM2_<ROLE>_SASL_OAUTHBEARER_ALLOWED_URLS"} {
+		if !strings.Contains(values, want) {
+			t.Errorf("values.yaml does not document %s", want)
+		}
+	}
+	for _, c := range chartCases {
+		if c.name == "azure-workload-identity" {
+			continue
+		}
+		for _, allowed := range [][]any{nil, {endpoint, "https://idp2.example.com/token"}} {
+			vals := c.values(t)
+			o := map[string]any{"tokenEndpointUrl": endpoint}
+			if allowed != nil {
+				o["allowedUrls"] = allowed
+			}
+			tgt, _ := vals["target"].(map[string]any)
+			if tgt == nil {
+				tgt = map[string]any{}
+				vals["target"] = tgt
+			}
+			tgt["oauthbearer"] = o
+			where := fmt.Sprintf("%s, allowedUrls %v", c.name, allowed)
+			dd := decodeAll(t, chartDocs(t, ch, vals))
+			secrets := "deploy/kubernetes/secret.example.yaml"
+			if c.shape == "knative" {
+				secrets = "knative/secret.example.yaml"
+			}
+			for _, d := range readDocs(t, secrets, mustRead(t, secrets)) {
+				if err := dd.decodeDoc(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pods := podsOf(dd)
+			if len(pods) == 0 {
+				t.Fatalf("%s: no pods", where)
+			}
+			for pw, pod := range pods {
+				for _, ct := range pod.containers {
+					env := podEnv(t, pw, ct, dd)
+					if env["MM2_TARGET_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL"] != endpoint || env["MM2_TARGET_SASL_MECHANISM"] != "OAUTHBEARER" {
+						t.Errorf("%s: %s: token endpoint %q, mechanism %q", where, pw, env["MM2_TARGET_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL"], env["MM2_TARGET_SASL_MECHANISM"])
+					}
+					want := endpoint
+					if allowed != nil {
+						want = endpoint + ",https://idp2.example.com/token"
+					}
+					if got := env["MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS"]; got != want {
+						t.Errorf("%s: %s: MM2_TARGET_SASL_OAUTHBEARER_ALLOWED_URLS %q, want %q", where, pw, got, want)
+					}
+					if !slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool {
+						return e.Name == "MM2_TARGET_SASL_JAAS_CONFIG" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == "target-sasl-jaas-config"
+					}) {
+						t.Errorf("%s: %s: MM2_TARGET_SASL_JAAS_CONFIG not read from the Secret key target-sasl-jaas-config", where, pw)
+					}
+					// The Secret's JAAS line, as a user stores it.
+					env["MM2_TARGET_SASL_JAAS_CONFIG"] = jaas
+					loadSettings(t, where+": "+pw, env)
+				}
+			}
+		}
+		vals := c.values(t)
+		vals["target"] = map[string]any{"oauthbearer": map[string]any{"tokenEndpointUrl": endpoint, "allowedUrls": []any{"https://other.example.com/token"}}}
+		if _, err := renderChart(t, ch, vals); err == nil || !strings.Contains(err.Error(), "target.oauthbearer.allowedUrls") {
+			t.Errorf("%s: allowedUrls without the token endpoint: %v, want an error naming target.oauthbearer.allowedUrls", c.name, err)
+		}
+	}
+}

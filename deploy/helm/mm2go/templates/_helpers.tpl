@@ -132,6 +132,13 @@ azure.workload.identity/use: "true"
 - name: MM2_{{ $R }}_AZURE_CLIENT_ID
   value: {{ . | quote }}
 {{- end }}
+{{- else if dig "oauthbearer" "tokenEndpointUrl" "" $c }}
+# OAUTHBEARER at <role>.oauthbearer.tokenEndpointUrl (ConfigMap); client ID and secret in the
+# JAAS line of the Secret (docs/oauthbearer.md).
+- name: MM2_{{ $R }}_SASL_MECHANISM
+  value: OAUTHBEARER
+- name: MM2_{{ $R }}_SASL_JAAS_CONFIG
+  valueFrom: {secretKeyRef: {name: {{ $v.auth.secretName }}, key: {{ $role }}-sasl-jaas-config, optional: true}}
 {{- else }}
 - name: MM2_{{ $R }}_SASL_MECHANISM
   valueFrom: {secretKeyRef: {name: {{ $v.auth.secretName }}, key: {{ $role }}-sasl-mechanism, optional: true}}
