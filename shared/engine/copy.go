@@ -342,7 +342,10 @@ func (c *copier) acked(st *partState, r *kgo.Record, err error) {
 		c.e.opts.Metrics.ReplicationLatency(st.ctx, st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
 	}
 
-	c.pending.Add(-1)
+	// The record counts as answered (pending) only once its outcome is recorded (the copy's
+	// error, its offset sync): a copy waiting for its records reads them as soon as the count
+	// reaches 0.
+	defer c.pending.Add(-1)
 	if failed == nil && c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
 		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano()) // before the signal: it lifts bound
 	}
@@ -1120,7 +1123,7 @@ func (c *copier) writePositions(ctx context.Context) {
 		c.posPending.Add(1)
 		tp := st.w.tp
 		c.posProd.Produce(ctx, c.e.positionRecord(tp, pos, parts), func(_ *kgo.Record, err error) {
-			c.posPending.Add(-1)
+			defer c.posPending.Add(-1) // answered once its outcome is recorded (see acked)
 			if err != nil {
 				c.fail(fmt.Errorf("writing position of %s to %q: %w", tp, c.e.opts.OffsetStorageTopic, err))
 				return

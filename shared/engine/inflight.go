@@ -85,7 +85,9 @@ func (z *zeroCount) Add(d int64) {
 		return
 	}
 	z.mu.Lock()
-	if z.zero != nil {
+	// Not if the count left 0 meanwhile: a waiter that registered since would wake while
+	// records are still unanswered. The next drop to 0 closes it.
+	if z.zero != nil && z.n.Load() == 0 {
 		close(z.zero)
 		z.zero = nil
 	}

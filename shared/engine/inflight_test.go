@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRefusedRecordFailsBeforeAnswered: a copy on the engine's shared producers waits for its
+// own records (pending) and then reads its error; a record the target refused must have
+// failed the copy by the time that wait returns. The acknowledgement counted the record as
+// answered first and recorded the failure after, so a waiter woken at once (a channel closed
+// at zero) read no error: the solo copy of a refused partition then ended with nil
+// (TestSharedCopyIsolatesFailures, about 1 run in 15 under CPU load).
+func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
+	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+	ctx := context.Background()
+	for i := range 2000 {
+		w := &work{tp: TP{"big", 0}, remote: "src.big", end: 1, initPos: -2}
+		c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
+		c.reuse, c.writeCtx = true, ctx
+		st := c.states[0]
+		st.ctx = ctx
+		r := &kgo.Record{Topic: "big", Value: make([]byte, 64), Offset: 0}
+		c.track(st, r, recordSize(r))
+		go st.ack(r, kerr.MessageTooLarge)
+		if err := c.flush(ctx, nil, &c.pending); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.error(); !errors.Is(err, kerr.MessageTooLarge) {
+			t.Fatalf("run %d: copy error %v once its records were answered; want MESSAGE_TOO_LARGE", i, err)
+		}
+	}
+}
