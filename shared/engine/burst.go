@@ -174,7 +174,7 @@ func (e *Engine) copyPartition(ctx context.Context, topic string, partition int3
 		return e.answered(start, tp, e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)), nil
 	}
 	arrived := e.runs.arrive()
-	defer arrived()
+	defer arrived(nil)
 	if err := e.warmed(ctx); err != nil {
 		return e.failed(start, err)
 	}

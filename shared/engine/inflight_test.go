@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,6 +33,41 @@ func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
 		}
 		if err := c.error(); !errors.Is(err, kerr.MessageTooLarge) {
 			t.Fatalf("run %d: copy error %v once its records were answered; want MESSAGE_TOO_LARGE", i, err)
+		}
+	}
+}
+
+// TestGatherFindsLastArrivalQueued: a copy about to start waits (gather) until no call is on
+// its way to the queue; when the last arrival ends, its call must already be queued. A call
+// ended its arrival and joined the queue in two steps, so the woken copy could take its batch
+// between them and start without it (TestSharedCopyIsolatesFailures: "no shared copy of the
+// four partitions failed", the copy had 3).
+func TestGatherFindsLastArrivalQueued(t *testing.T) {
+	for i := range 2000 {
+		r := &copyRuns{} // max 0: no loop starts; the test gathers itself
+		left := r.arrive()
+		queued := make(chan int)
+		go func() {
+			all := r.gather()
+			r.mu.Lock()
+			n := len(r.queue)
+			r.mu.Unlock()
+			if !all { // gatherMax passed first (a starved machine): no claim on the queue
+				n = 1
+			}
+			queued <- n
+		}()
+		for waiting := false; !waiting; { // until gather sleeps on arrived (bounded by gatherMax)
+			r.mu.Lock()
+			waiting = r.arrived != nil
+			r.mu.Unlock()
+			if !waiting {
+				runtime.Gosched()
+			}
+		}
+		left(&copyCall{tp: TP{"t", 0}})
+		if n := <-queued; n != 1 {
+			t.Fatalf("round %d: gather returned with %d calls queued, want 1 (the last arrival's)", i, n)
 		}
 	}
 }

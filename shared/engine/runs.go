@@ -71,15 +71,24 @@ func (r *copyRuns) freedSignal() <-chan struct{} {
 // that events arriving together (a KafkaSource starting) are copied together.
 const gatherMax = 25 * time.Millisecond
 
-// arrive counts a call on its way to the queue; the returned func ends that (enqueue or not).
-func (r *copyRuns) arrive() (left func()) {
+// arrive counts a call on its way to the queue; the returned func ends that, queueing call
+// first if it is not nil, and reports whether a loop must be started for it. The call joins
+// the queue in the same critical section that ends its arrival: a gather woken by the end of
+// the last arrival must find it queued (it took a copy without it otherwise).
+func (r *copyRuns) arrive() (left func(call *copyCall) (start bool)) {
 	r.mu.Lock()
 	r.arriving++
 	r.mu.Unlock()
 	var once sync.Once
-	return func() {
+	return func(call *copyCall) (start bool) {
 		once.Do(func() {
 			r.mu.Lock()
+			if call != nil {
+				r.queue = append(r.queue, call)
+				if start = r.running < r.max; start {
+					r.running++
+				}
+			}
 			r.arriving--
 			if r.arriving == 0 && r.arrived != nil {
 				close(r.arrived)
@@ -87,15 +96,17 @@ func (r *copyRuns) arrive() (left func()) {
 			}
 			r.mu.Unlock()
 		})
+		return start
 	}
 }
 
-// gather waits, at most gatherMax, until no call is on its way to the queue.
-func (r *copyRuns) gather() {
+// gather waits, at most gatherMax, until no call is on its way to the queue; false if
+// gatherMax passed first.
+func (r *copyRuns) gather() bool {
 	r.mu.Lock()
 	if r.arriving == 0 {
 		r.mu.Unlock()
-		return
+		return true
 	}
 	if r.arrived == nil {
 		r.arrived = make(chan struct{})
@@ -106,7 +117,9 @@ func (r *copyRuns) gather() {
 	defer t.Stop()
 	select {
 	case <-arrived:
+		return true
 	case <-t.C:
+		return false
 	}
 }
 
@@ -139,7 +152,7 @@ type sharedRun struct {
 // copyShared queues call, makes sure a loop will take it, and waits for its outcome. If ctx
 // ends first, the call leaves its copy; the last call to leave stops the copy and waits for
 // it to store its positions, so the caller learns how far it got.
-func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func()) (Summary, error) {
+func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func(*copyCall) bool) (Summary, error) {
 	r := &e.runs
 	call.ctx, call.done = ctx, make(chan struct{})
 	e.enqueue(call, arrived)
@@ -178,17 +191,8 @@ func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func())
 }
 
 // enqueue adds call to the queue (ending its arrival) and starts a loop if one is free.
-func (e *Engine) enqueue(call *copyCall, arrived func()) {
-	r := &e.runs
-	arrived()
-	r.mu.Lock()
-	r.queue = append(r.queue, call)
-	start := r.running < r.max
-	if start {
-		r.running++
-	}
-	r.mu.Unlock()
-	if start {
+func (e *Engine) enqueue(call *copyCall, arrived func(*copyCall) bool) {
+	if arrived(call) {
 		go e.runCopies()
 	}
 }
