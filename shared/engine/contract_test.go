@@ -297,3 +297,50 @@ func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeSyncHistoryKeptThroughAckBursts: a forwarded batch acknowledges a partition's 5,000
+// records at once, so 50 offset syncs (offset.lag.max 100) fall due together while the syncs
+// topic is slow. Each must still be written (the producer-wide permits keep Produce from
+// blocking), so that a group at 3,001 translates through a sync at most offset.lag.max records
+// before it. With ten permits per partition the first ten went out and the others replaced
+// each other until the final one: the newest sync at or before 3,001 was at 900.
+func TestFakeSyncHistoryKeptThroughAckBursts(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 5000)
+	f.opts.OffsetLagMax = 100
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e := f.engine()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Burst(context.Background(), BurstOptions{})
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.positions()[TP{"orders", 0}] != 4999 {
+		if time.Now().After(deadline) {
+			t.Fatalf("positions %v with the syncs topic held; want 4999", f.positions())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var before int64 = -1
+	for _, sy := range f.readSyncs("orders")[0] {
+		if sy.UpstreamOffset <= 3001 && sy.UpstreamOffset > before {
+			before = sy.UpstreamOffset
+		}
+	}
+	if 3001-before > f.opts.OffsetLagMax {
+		t.Errorf("newest offset sync at or before 3001 is at %d: %d records to re-read, want at most %d", before, 3001-before, f.opts.OffsetLagMax)
+	}
+}

@@ -66,12 +66,38 @@ type syncEmitter struct {
 // Counted per task here, the syncs due together when the forwarder acknowledges a batch of
 // hundreds of records (one per offset.lag.max records) took every permit, and the other
 // partitions' early syncs were replaced before they were sent: a lagging group's offset could
-// no longer be translated (e2e TestCheckpointAfterMirrorBurst, "OlderThanSyncs:1").
-const maxOutstandingSyncs = 10
+// no longer be translated (e2e TestCheckpointAfterMirrorBurst, "OlderThanSyncs:1"). Ten per
+// partition still lost history: a forwarded batch of a partition's 5,000 small records makes
+// 50 syncs due at once, so the first ten went out and the rest replaced each other until the
+// final one, and the checkpoint of a group at 3,001 translated through the sync at 900 (2,091
+// re-reads where precise translation promises at most offset.lag.max; e2e
+// TestCheckpointDefaultTranslation on a loaded machine). The producer-wide cap below is what
+// keeps Produce from blocking; this one only keeps one partition from taking all of it.
+const maxOutstandingSyncs = 256
 
 // maxProducerSyncs caps the syncs in flight on one syncs producer, below its buffer (franz-go's
 // 10,000 records), so that its Produce never blocks.
 const maxProducerSyncs = 4096
+
+// producerSyncPermits returns the permits of one syncs producer: maxProducerSyncs, or half
+// of cl's record buffer when that is smaller (a user's producer.buffer setting), so that the
+// per-record path's syncs plus finish's final ones never fill the buffer and block Produce.
+func producerSyncPermits(cl *kgo.Client) chan struct{} {
+	n := maxProducerSyncs
+	if cl != nil {
+		var buffered int64
+		switch v := cl.OptValue(kgo.MaxBufferedRecords).(type) {
+		case int:
+			buffered = int64(v)
+		case int64:
+			buffered = v
+		}
+		if half := buffered / 2; half >= 1 && half < int64(n) {
+			n = int(half)
+		}
+	}
+	return make(chan struct{}, n)
+}
 
 // syncPartition is an emitter's partition: its handle in the rules and its syncs in flight.
 type syncPartition struct {
@@ -125,7 +151,7 @@ func newEmitter(e *Engine, cl *kgo.Client, topic string, shared bool, w *offsets
 		w = offsetsync.NewWriter(e.opts.OffsetLagMax)
 	}
 	if permits == nil {
-		permits = make(chan struct{}, maxProducerSyncs)
+		permits = producerSyncPermits(cl)
 	}
 	return &syncEmitter{w: w, cl: cl, topic: topic, shared: shared, permits: permits, owned: map[TP]*syncPartition{}, ready: readyTopic(1)}
 }
@@ -235,6 +261,11 @@ func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, p *syncPar
 			p.inflight.Add(-1)
 		}
 		s.done(err)
+		if p != nil && err == nil {
+			// A sync that found no permit waits as p's pending one: send it now that a permit
+			// is free, rather than at p's next due sync or finish.
+			s.tryFire(ctx, p)
+		}
 	})
 }
 

@@ -224,7 +224,7 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 	defer r.mu.Unlock()
 	if r.syncWriter == nil {
 		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
-		r.syncPermits = make(chan struct{}, maxProducerSyncs)
+		r.syncPermits = producerSyncPermits(cl)
 	}
 	return newEmitter(e, cl, topic, true, r.syncWriter, r.syncPermits), nil
 }
