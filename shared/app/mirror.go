@@ -48,7 +48,7 @@ func Dialer(cfg *config.Config, logger *slog.Logger) engine.DialFunc {
 		if d.err != nil {
 			return nil, d.err
 		}
-		// The user's client overrides (producer.max.request.size, delivery.timeout.ms, ...) go
+		// The user's client overrides (producer.max.request.size, request.timeout.ms, ...) go
 		// first. The engine's own options are the ones no setting of the user's names
 		// (partitioner, acks, buffer bounds, linger of its internal producers), so none is
 		// overridden (engine.TestFakeUserDeliveryTimeoutHonoured).

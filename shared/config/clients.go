@@ -22,7 +22,6 @@ type ConsumerOverrides struct {
 type ProducerOverrides struct {
 	MaxRequestSize    int `envconfig:"PRODUCER_MAX_REQUEST_SIZE" mm2:"producer.max.request.size" default:"0" desc:"largest record batch written to the target, bytes (records above it fail; 0: Kafka's 1048576)"`
 	RequestTimeoutMS  int `envconfig:"PRODUCER_REQUEST_TIMEOUT_MS" mm2:"producer.request.timeout.ms" default:"0" desc:"how long the target's clients wait for a response (0: franz-go's default)"`
-	DeliveryTimeoutMS int `envconfig:"PRODUCER_DELIVERY_TIMEOUT_MS" mm2:"producer.delivery.timeout.ms" default:"0" desc:"how long a record may take to be written before the run fails (0: no limit, retries until the run's context ends)"`
 }
 
 // ClientOpts returns the franz-go options of the client overrides of the flow's source
@@ -48,9 +47,6 @@ func (c *Config) ClientOpts(role string) []kgo.Opt {
 	if o.RequestTimeoutMS > 0 {
 		opts = append(opts, kgo.RequestTimeoutOverhead(ms(o.RequestTimeoutMS)))
 	}
-	if o.DeliveryTimeoutMS > 0 {
-		opts = append(opts, kgo.RecordDeliveryTimeout(ms(o.DeliveryTimeoutMS)))
-	}
 	return opts
 }
 
@@ -65,7 +61,6 @@ func (c *Config) validateClients(bad func(env, prop, format string, args ...any)
 		{"MM2_SOURCE_CONSUMER_SESSION_TIMEOUT_MS", c.SourceAlias + ".consumer.session.timeout.ms", c.SourceConsumer.SessionTimeoutMS},
 		{"MM2_TARGET_PRODUCER_MAX_REQUEST_SIZE", c.TargetAlias + ".producer.max.request.size", c.TargetProducer.MaxRequestSize},
 		{"MM2_TARGET_PRODUCER_REQUEST_TIMEOUT_MS", c.TargetAlias + ".producer.request.timeout.ms", c.TargetProducer.RequestTimeoutMS},
-		{"MM2_TARGET_PRODUCER_DELIVERY_TIMEOUT_MS", c.TargetAlias + ".producer.delivery.timeout.ms", c.TargetProducer.DeliveryTimeoutMS},
 	} {
 		if f.v < 0 {
 			bad(f.env, f.prop, "must not be negative")

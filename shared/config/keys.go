@@ -172,6 +172,7 @@ var clientRules = map[string]keyRule{
 	"buffer.memory":             {NotNeeded, "the engine bounds records in flight itself (8 MiB over a few partitions, 2 MiB over many)", nil},
 	"max.poll.records":          {NotNeeded, "mm2go bounds reads by bytes (fetch.max.bytes and its in-flight buffer), not by record count", nil},
 	"max.partition.fetch.bytes": {NotNeeded, "the engine sizes partition fetches from fetch.max.bytes and the batches' compression", nil},
+	"delivery.timeout.ms":       {NotNeeded, "franz-go counts a record's delivery time from the record's timestamp, and a copy keeps its source record's timestamp, so a limit would fail every older record at once; a record that cannot be written is retried until the run ends (MM2_BURST_MAX_DURATION, a stop signal), and its position stays before it", nil},
 	"enable.auto.commit":        {NotNeeded, "mm2go never auto-commits; positions live in MM2's offsets topic", nil},
 	"group.id":                  {NotNeeded, "mm2go's copy consumer has no group (MM2_BURST_GROUP, MM2_LAG_GROUP name the optional ones)", nil},
 }

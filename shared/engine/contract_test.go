@@ -16,11 +16,11 @@ import (
 // Regression tests of the engine's contracts with its callers and users, on kfake: each one
 // failed on the engine before the fix named in its comment.
 
-// TestFakeUserDeliveryTimeoutHonoured: a user's producer.delivery.timeout.ms
-// (MM2_TARGET_PRODUCER_DELIVERY_TIMEOUT_MS, applied by the dial function before the engine's
-// own options, as shared/app's Dialer does) is the delivery timeout of every records producer
-// the engine dials: a burst's, the warmed one and serve's long-lived one. Before the fix the
-// engine appended RecordDeliveryTimeout(0) and so overrode it in silence (got 0s).
+// TestFakeUserDeliveryTimeoutHonoured: an option the dial function gives (applied before the
+// engine's own options, as shared/app's Dialer does; a delivery timeout here, though shared/config
+// no longer maps producer.delivery.timeout.ms to one) stays on every records producer the engine
+// dials: a burst's, the warmed one and serve's long-lived one. Before the fix the engine
+// appended RecordDeliveryTimeout(0) and so overrode it in silence (got 0s).
 func TestFakeUserDeliveryTimeoutHonoured(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 1})
 	const want = 7 * time.Second

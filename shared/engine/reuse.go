@@ -85,10 +85,11 @@ func (r *reused) close(e *Engine) {
 	}
 }
 
-// dataProducerOpts are the options of the at-least-once producer of copied records. The
-// delivery timeout is the user's (producer.delivery.timeout.ms, franz-go's "none" by default),
-// never set here: a record that times out fails its partition, whose position then stays
-// before it, so the next copy writes it again (at-least-once either way).
+// dataProducerOpts are the options of the at-least-once producer of copied records. None of
+// them is one a user's setting names, so the dial function's options are never overridden.
+// There is no delivery timeout: franz-go counts it from the record's timestamp, which a copy
+// keeps from its source record (producer.delivery.timeout.ms is therefore not applied: its
+// verdict in shared/config).
 func (e *Engine) dataProducerOpts() []kgo.Opt {
 	return e.producerOpts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
