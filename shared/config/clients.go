@@ -20,8 +20,8 @@ type ConsumerOverrides struct {
 // <source>-><target>.producer.override.<key> (a Connect per-connector override). Zero means
 // franz-go's default.
 type ProducerOverrides struct {
-	MaxRequestSize    int `envconfig:"PRODUCER_MAX_REQUEST_SIZE" mm2:"producer.max.request.size" default:"0" desc:"largest record batch written to the target, bytes (records above it fail; 0: Kafka's 1048576)"`
-	RequestTimeoutMS  int `envconfig:"PRODUCER_REQUEST_TIMEOUT_MS" mm2:"producer.request.timeout.ms" default:"0" desc:"how long the target's clients wait for a response (0: franz-go's default)"`
+	MaxRequestSize   int `envconfig:"PRODUCER_MAX_REQUEST_SIZE" mm2:"producer.max.request.size" default:"0" desc:"largest record batch written to the target, bytes (records above it fail; 0: Kafka's 1048576)"`
+	RequestTimeoutMS int `envconfig:"PRODUCER_REQUEST_TIMEOUT_MS" mm2:"producer.request.timeout.ms" default:"0" desc:"how long the target's clients wait for a response (0: franz-go's default)"`
 }
 
 // ClientOpts returns the franz-go options of the client overrides of the flow's source
