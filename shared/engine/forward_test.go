@@ -90,6 +90,11 @@ func TestForwardByteExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				tr := testkit.SampleRecords(topic, 1, 20)
+				for i := range tr {
+					// Compressible as the others: franz-go writes a batch uncompressed when the
+					// codec does not make it smaller, and such a batch goes record by record.
+					tr[i].Value = bytes.Repeat(tr[i].Value, 8)
+				}
 				if err := txn.ProduceSync(ctx, tr...).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
