@@ -259,13 +259,20 @@ func (s *servedFunction) ping(t *testing.T, id string) (int, string) {
 // sampleNames returns the names of the samples GET /metrics shows.
 func (s *servedFunction) sampleNames(t *testing.T) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(s.base + "/metrics")
+	return metricSampleNames(t, s.name, s.base+"/metrics")
+}
+
+// metricSampleNames returns the names of the samples a Prometheus text endpoint at url shows;
+// who names it in a failure.
+func metricSampleNames(t *testing.T, who, url string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s GET /metrics: %d", s.name, resp.StatusCode)
+		t.Fatalf("%s GET /metrics: %d", who, resp.StatusCode)
 	}
 	out := map[string]bool{}
 	sc := bufio.NewScanner(resp.Body)

@@ -1,9 +1,7 @@
 package check
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -149,25 +147,5 @@ func recorderSamples(t *testing.T) map[string]bool {
 	r.Burst(ctx, "done", time.Second)
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", resp.StatusCode)
-	}
-	out := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			out[line[:i]] = true
-		}
-	}
-	return out
+	return metricSampleNames(t, "the recorder", srv.URL+"/metrics")
 }
