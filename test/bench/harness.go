@@ -37,6 +37,8 @@ const fileDeleteDelay = "log.segment.delete.delay.ms=1000"
 // harness runs the clusters and the contenders of one bench run.
 type harness struct {
 	root, home, mirrorBin string
+	// baselineBin is `mirror run` built from the -baseline revision ("" without one).
+	baselineBin string
 	// lib holds the Kafka jars (MM2GO_KAFKA_LIB or test/kafka/.cache/lib); self is this
 	// program's executable (the raw copy runs as a child process of it).
 	lib, self      string
@@ -523,6 +525,7 @@ const (
 	nameMM2Tuned = "MM2 tuned"
 	nameRaw      = "raw franz-go copy"
 	nameMirror   = "mirror run"
+	nameBaseline = "mirror run (baseline)"
 	nameRoomy    = "mirror run, 256 MiB"
 	nameRecords  = "mirror run, record by record"
 	nameSplit    = "mirror run ×2 (burst group)"
@@ -653,14 +656,18 @@ var roomyEnv = []string{"GOMEMLIMIT=256MiB", "MM2_INFLIGHT_MAX_BYTES=16777216", 
 type mirrorVariant struct {
 	src, tgt, log, name string
 	env                 []string
+	// baseline runs the -baseline build instead of this tree's.
+	baseline bool
 }
 
 var (
-	mirrorDefault = mirrorVariant{"gosrc", "gotgt", "mirror", nameMirror, nil}
-	mirrorRoomy   = mirrorVariant{"bigsrc", "bigtgt", "mirror-256MiB", nameRoomy, roomyEnv}
+	mirrorDefault = mirrorVariant{"gosrc", "gotgt", "mirror", nameMirror, nil, false}
+	mirrorRoomy   = mirrorVariant{"bigsrc", "bigtgt", "mirror-256MiB", nameRoomy, roomyEnv, false}
 	// mirrorRecords copies record by record, batch forwarding off: what forwarding buys, in
 	// the same run.
-	mirrorRecords = mirrorVariant{"recsrc", "rectgt", "mirror-records", nameRecords, []string{"MM2_FORWARD_BATCHES=false"}}
+	mirrorRecords = mirrorVariant{"recsrc", "rectgt", "mirror-records", nameRecords, []string{"MM2_FORWARD_BATCHES=false"}, false}
+	// mirrorBaseline is mirror run with default settings, built from the -baseline revision.
+	mirrorBaseline = mirrorVariant{"basesrc", "basetgt", "mirror-baseline", nameBaseline, nil, true}
 )
 
 func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v mirrorVariant) (contender, error) {
@@ -670,6 +677,9 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v 
 		return contender{}, err
 	}
 	defer logFile.Close()
+	if v.baseline {
+		cmd.Path, cmd.Args[0] = h.baselineBin, h.baselineBin
+	}
 	// mirror run exits by itself once done (after committing its positions): just wait.
 	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
 	c.Name = name
@@ -752,4 +762,43 @@ func vmHWM(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// buildBaseline builds functions/mirror as it is at git revision rev into bin, from a copy of
+// that revision's tree (git archive), and returns the commit the revision names.
+func (h *harness) buildBaseline(ctx context.Context, rev, bin string) (string, error) {
+	out, err := h.cmd(ctx, "git", "rev-parse", "--verify", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("-baseline %q: not a commit of this repository: %w", rev, err)
+	}
+	commit := strings.TrimSpace(string(out))
+	src := filepath.Join(h.home, "baseline-"+commit[:12])
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := h.cmd(ctx, "git", "archive", commit)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	if untar.Stdin, err = archive.StdoutPipe(); err != nil {
+		return "", err
+	}
+	if err := untar.Start(); err != nil {
+		return "", fmt.Errorf("-baseline: unpacking %s: %w", commit, err)
+	}
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("-baseline: git archive %s: %w\n%s", commit, err, stderr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("-baseline: unpacking %s: %w", commit, err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./functions/mirror")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-baseline: building functions/mirror at %s: %w\n%s", commit, err, out)
+	}
+	return commit, os.RemoveAll(src)
 }

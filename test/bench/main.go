@@ -53,6 +53,7 @@ func main() {
 	flag.BoolVar(&opts.skipCeiling, "skip-ceiling", false, "do not measure the ceiling (large-batch producer perf tests, raw franz-go copy)")
 	flag.StringVar(&opts.ceilingProcs, "ceiling-procs", "1,2", "comma-separated numbers of parallel producer perf processes to try for the ceiling (262144-byte batches); one process also tries 1048576-byte batches")
 	flag.IntVar(&opts.rounds, "rounds", 1, "run every contender this many times, interleaved (each contender's first run, then each one's second...); a row is the run with the median done time, the rounds' spread in its notes (resumed workloads and mirror serve run once)")
+	flag.StringVar(&opts.baseline, "baseline", "", "also run `mirror run` built from this git revision (a commit, tag or branch) as the contender \""+nameBaseline+"\", interleaved with the others in every round: a before/after comparison of two builds on the same brokers")
 	flag.BoolVar(&opts.keepTopics, "keep-topics", false, "keep every copy and source topic on the clusters (default: delete each copy once checked, and a workload's source topics at its end)")
 	flag.DurationVar(&opts.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.Parse()
@@ -77,6 +78,7 @@ type options struct {
 	ceilingProcs           string
 	keepTopics             bool
 	rounds                 int
+	baseline               string
 	timeout                time.Duration
 	sourcePort, targetPort int
 }
@@ -102,12 +104,23 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 			return fmt.Errorf("building functions/mirror: %w\n%s", err, out)
 		}
 	}
+	var baselineCommit string
+	if opts.baseline != "" && !opts.skipMirror {
+		h.baselineBin = filepath.Join(bin, "mirror-baseline")
+		if baselineCommit, err = h.buildBaseline(ctx, opts.baseline, h.baselineBin); err != nil {
+			return err
+		}
+		logger.Info("built the baseline", "revision", opts.baseline, "commit", baselineCommit)
+	}
 	if err := h.startClusters(ctx, opts.sourcePort, opts.targetPort); err != nil {
 		return err
 	}
 	defer h.stopClusters()
 
 	rep := report{Machine: machine(h.lib), Started: time.Now().UTC(), Scale: opts.scale, Settings: contenderSettings()}
+	if baselineCommit != "" {
+		rep.Machine["baseline commit"] = baselineCommit
+	}
 	all := workloads(opts.scale)
 	if opts.only != "" {
 		for _, name := range strings.Split(opts.only, ",") {

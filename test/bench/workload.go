@@ -121,6 +121,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameMM2, opts.skipMM2, func() (contender, error) { return h.runMM2(ctx, w, topics, false) }},
 		{nameMM2Tuned, opts.skipMM2 || opts.skipTuned, func() (contender, error) { return h.runMM2(ctx, w, topics, true) }},
 		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorDefault) }},
+		{nameBaseline, opts.skipMirror || h.baselineBin == "", func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorBaseline) }},
 		{nameRecords, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRecords) }},
 		{nameRoomy, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
@@ -335,6 +336,7 @@ func contenderSettings() []contenderSetting {
 		{nameMM2, "genuine MirrorMaker 2 (dedicated mode, connect-mirror " + "jars as listed), the interoperability tests' settings (test/testkit MM2Properties: refresh intervals 2 s, checkpoints every 2 s, heartbeats every 1 s, offset flush 1 s) and tasks.max=2; JVM -Xms128m -Xmx512m, G1; for compressed workloads target.producer.compression.type as the source's."},
 		{nameMM2Tuned, "as MM2, plus " + strings.ReplaceAll(strings.TrimSpace(mm2Tuning), "\n", ", ") + "; JVM -Xms1g -Xmx1g (KAFKA_HEAP_OPTS=-Xmx1g -Xms1g)."},
 		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (batches forwarded whole where the target producer writes their codec, 8 MiB in flight over up to 16 partitions down to 2 MiB over 64 or more, fetches of 512 KiB growing by 4 KiB per partition over 128 up to 4 MiB, scaled by compression, target producer linger 5 ms, acks=all, idempotent; soft memory limit 40 MiB), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's."},
+		{nameBaseline, "as mirror run, built from the -baseline revision (the report's machine line names its commit): a before/after comparison of two builds, interleaved round by round on the same brokers."},
 		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer, as before session 9."},
 		{nameRoomy, "as mirror run, with the memory the raw copy takes spent on larger budgets: " + strings.Join(roomyEnv, ", ") + "."},
 		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
@@ -350,6 +352,9 @@ func (r report) markdown() string {
 		m["cpu"], m["cpus"], m["memory"], m["kernel"], m["goos"], m["goarch"])
 	fmt.Fprintf(&b, "Versions: mm2go %s built with %s, franz-go %s; Kafka (brokers, MM2, perf tools) %s on %s.\n\n",
 		m["mm2go commit"], m["go"], m["franz-go"], m["kafka"], m["java"])
+	if c := m["baseline commit"]; c != "" {
+		fmt.Fprintf(&b, "Baseline (%s): functions/mirror built from commit %s.\n\n", nameBaseline, c)
+	}
 	b.WriteString("Every copy is checked: each remote partition ends at the source's end offset (same partition, same offsets: nothing lost, nothing twice), and a sample of records at the head and tail of up to 4 partitions of up to 4 topics is byte-identical to the source (key, value, headers); a copy failing that is marked and left out of the ratios. ")
 	b.WriteString("GB = 1e9 bytes of the source records' keys + values + headers, the same count for every contender. CPU = user + system time of the contender's processes from the OS (wait4 rusage; for MM2 the JVM). Peak RSS = the process's VmHWM. ")
 	b.WriteString("Times are from process start, as the harness sees records arrive on the target (it polls every 5 ms); done = every record on the target. ")
@@ -360,7 +365,7 @@ func (r report) markdown() string {
 		b.WriteString(res.summaryRow() + "\n")
 	}
 	b.WriteString("\n## CPU-seconds per GB and peak RSS, every contender\n\n")
-	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameRecords, nameRoomy, nameSplit, nameServe}
+	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameBaseline, nameRecords, nameRoomy, nameSplit, nameServe}
 	b.WriteString("| workload |")
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s CPU s/GB | %s peak RSS |", n, n)
