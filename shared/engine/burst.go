@@ -170,7 +170,7 @@ func (e *Engine) copyPartition(ctx context.Context, topic string, partition int3
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
 	}
 	tp := TP{topic, partition}
-	if n, ok := e.known.get(tp); ok && need >= 0 && n > need {
+	if n, ok := e.positions.known.get(tp); ok && need >= 0 && n > need {
 		return e.answered(start, tp, e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)), nil
 	}
 	arrived := e.runs.arrive()
@@ -250,9 +250,9 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 			bo.settled()
 		}
 	}()
-	ensureOffsets, newSyncs := e.ensureOffsetsTopic, e.newSyncEmitter
+	ensureOffsets, newSyncs := e.positions.ensure, e.newSyncEmitter
 	if reuse {
-		ensureOffsets, newSyncs = e.reusedOffsetsTopic, e.reusedSyncEmitter
+		ensureOffsets, newSyncs = e.positions.reusedTopic, e.reusedSyncEmitter
 	}
 	deferrable := !reuse && !e.opts.ExactlyOnce && bo.Group == "" && len(tps) > 0
 	var (
@@ -288,7 +288,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		}
 	}
 	if reuse && !e.opts.ExactlyOnce {
-		if p := e.creatingOffsets(); p != nil {
+		if p := e.positions.creatingTopic(); p != nil {
 			// A first start's warm-up is creating the offsets topic: no position exists.
 			e.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
 			offsets = p

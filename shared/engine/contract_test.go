@@ -243,7 +243,7 @@ func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
 	if err := e.PrepareTargets(ctx, topics); err != nil {
 		t.Fatal(err)
 	}
-	parts, _, err := e.ensureOffsetsTopic(ctx)
+	parts, _, err := e.positions.ensure(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -537,7 +537,7 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 			if st.w.initPos < 0 {
 				// Nothing to copy: the stored position (or the log start) already covers
 				// every record below start.
-				e.known.advance(st.w.tp, st.w.start)
+				e.positions.known.advance(st.w.tp, st.w.start)
 			}
 			continue
 		}
@@ -1122,13 +1122,13 @@ func (c *copier) writePositions(ctx context.Context) {
 		}
 		c.posPending.Add(1)
 		tp := st.w.tp
-		c.posProd.Produce(ctx, c.e.positionRecord(tp, pos, parts), func(_ *kgo.Record, err error) {
+		c.posProd.Produce(ctx, c.e.positions.record(tp, pos, parts), func(_ *kgo.Record, err error) {
 			defer c.posPending.Add(-1) // answered once its outcome is recorded (see acked)
 			if err != nil {
 				c.fail(fmt.Errorf("writing position of %s to %q: %w", tp, c.e.opts.OffsetStorageTopic, err))
 				return
 			}
-			c.e.known.advance(tp, pos+1)
+			c.e.positions.known.advance(tp, pos+1)
 		})
 	}
 }

@@ -206,12 +206,12 @@ type Engine struct {
 	src, tgt       *kgo.Client // metadata/admin clients
 	srcAdm, tgtAdm *kadm.Client
 
-	reuse   reused       // CopyPartition's long-lived producers and recent checks
-	creates topicBatcher // remote topics asked for at the same time go in one request
-	runs    copyRuns     // CopyPartition calls that wait at the same time are copied together
-	gaps    gapBook      // gaps planning found, until the run's summary reports them
-	known   durable      // what this process made durable on the target, per source partition
-	srcEnds durable      // payload mode: the source partitions' ends last seen (sourceHolds)
+	reuse     reused         // CopyPartition's long-lived producers and recent checks
+	creates   topicBatcher   // remote topics asked for at the same time go in one request
+	runs      copyRuns       // CopyPartition calls that wait at the same time are copied together
+	gaps      gapBook        // gaps planning found, until the run's summary reports them
+	positions *positionStore // the offsets topic and what this process made durable
+	srcEnds   durable        // payload mode: the source partitions' ends last seen (sourceHolds)
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -242,6 +242,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 	}
+	e.positions = newPositionStore(opts, tgt, e.tgtAdm, dial, e.internalTopicConfigs(Target), logger)
 	e.runs.max = maxConcurrentCopies
 	e.logProfiles()
 	return e, nil
@@ -298,6 +299,18 @@ func (e *Engine) OffsetSyncsTopic() (string, Side) {
 		return e.opts.Policy.OffsetSyncsTopic(e.opts.SourceAlias), Target
 	}
 	return e.opts.Policy.OffsetSyncsTopic(e.opts.TargetAlias), Source
+}
+
+// OffsetsTopic returns the Connect offsets topic (on the target) holding positions.
+func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
+
+// ReadPositions returns the stored position (last copied upstream offset) of each tp that has
+// one, reading the offsets topic's offsetsPartitions partitions that hold the wanted keys,
+// backwards from their ends in growing windows (so its cost does not grow with the topic's
+// history). Records of other connectors are skipped; a tombstone means "no position"; it reads
+// read_committed.
+func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions int32) (map[TP]int64, error) {
+	return e.positions.read(ctx, tps, offsetsPartitions)
 }
 
 // TP is a source topic-partition.

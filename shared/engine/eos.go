@@ -406,7 +406,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 			pairs[i].down = rec.Offset
 		})
 	}
-	prod.Produce(ctx, e.positionRecord(w.tp, last, r.offsetsParts), func(_ *kgo.Record, err error) {
+	prod.Produce(ctx, e.positions.record(w.tp, last, r.offsetsParts), func(_ *kgo.Record, err error) {
 		if err != nil {
 			setErr(fmt.Errorf("writing position of %s: %w", w.tp, err))
 		}
@@ -418,7 +418,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 	err := firstErr
 	errMu.Unlock()
 	committed := func(ctx context.Context) error {
-		e.known.advance(w.tp, last+1)
+		e.positions.known.advance(w.tp, last+1)
 		var bytes int64
 		for i, p := range pairs {
 			r.syncs.record(ctx, w.tp.Topic, w.tp.Partition, p.up, p.down)
@@ -467,7 +467,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 // planned at first. The position kept in memory is not used: it does not include pending's
 // transaction, which may have committed.
 func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) (works []*work, records, bytes int64, err error) {
-	read, err := r.e.ReadPositions(ctx, []TP{tp}, r.offsetsParts)
+	read, err := r.e.positions.read(ctx, []TP{tp}, r.offsetsParts)
 	if err != nil {
 		return nil, 0, 0, err
 	}

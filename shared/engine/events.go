@@ -30,14 +30,14 @@ var ErrBehind = errors.New("records before this offset are not on the target yet
 // copies the partition to its current end, with every other lagging partition.
 func (e *Engine) CopyThrough(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
 	tp := TP{topic, partition}
-	if n, ok := e.known.get(tp); ok && n > offset {
+	if n, ok := e.positions.known.get(tp); ok && n > offset {
 		return n, nil
 	}
 	sum, err := e.copyPartition(ctx, topic, partition, -1, offset)
 	if err != nil {
 		return 0, fmt.Errorf("copying %s through %d: %w", tp, offset, err)
 	}
-	n, ok := e.known.get(tp)
+	n, ok := e.positions.known.get(tp)
 	switch {
 	case ok && n > offset:
 		return n, nil
@@ -55,13 +55,13 @@ func (e *Engine) CopyThrough(ctx context.Context, topic string, partition int32,
 // topic and says nothing about these offsets).
 func (e *Engine) Next(ctx context.Context, topic string, partition int32) (next int64, ok bool, err error) {
 	tp := TP{topic, partition}
-	if n, ok := e.known.get(tp); ok {
+	if n, ok := e.positions.known.get(tp); ok {
 		return n, true, nil
 	}
 	if e.NoPositionsYet() {
 		return 0, false, nil
 	}
-	parts, _, err := e.reusedOffsetsTopic(ctx)
+	parts, _, err := e.positions.reusedTopic(ctx)
 	if err != nil {
 		return 0, false, err
 	}
@@ -86,7 +86,7 @@ func (e *Engine) Next(ctx context.Context, topic string, partition int32) (next 
 			"partition", tp.String(), "position", last, "end", end.Offset)
 		return 0, false, nil
 	}
-	e.known.advance(tp, last+1)
+	e.positions.known.advance(tp, last+1)
 	return last + 1, true, nil
 }
 
@@ -128,7 +128,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	if _, err := e.prepareOne(ctx, topic, partition); err != nil {
 		return err
 	}
-	parts, _, err := e.reusedOffsetsTopic(ctx)
+	parts, _, err := e.positions.reusedTopic(ctx)
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
 		return nil, fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
 	}
 	if st.Exists && st.Partitions > 0 {
-		if positions, err = e.ReadPositions(ctx, tps, st.Partitions); err != nil {
+		if positions, err = e.positions.read(ctx, tps, st.Partitions); err != nil {
 			return nil, err
 		}
 	}
@@ -166,13 +166,13 @@ func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, l
 	positions := make(map[TP]int64, len(tps))
 	var unknown []TP
 	for _, tp := range tps {
-		if n, ok := e.known.get(tp); ok && n > 0 {
+		if n, ok := e.positions.known.get(tp); ok && n > 0 {
 			positions[tp] = n - 1
 		} else {
 			unknown = append(unknown, tp)
 		}
 	}
-	read, err := e.ReadPositions(ctx, unknown, offsetsParts)
+	read, err := e.positions.read(ctx, unknown, offsetsParts)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 		w := e.planPartition(tp, remote[tp.Topic], pos, s.Offset, en.Offset, l)
 		if w.gap != nil && report {
 			if w.gap.Kind == GapRecreated {
-				e.known.forget(tp) // what this process stored belongs to the old partition
+				e.positions.known.forget(tp) // what this process stored belongs to the old partition
 			}
 			e.reportGap(ctx, *w.gap)
 		}

@@ -21,35 +21,31 @@ const (
 	windowGrowth = 4
 )
 
-// OffsetsTopic returns the Connect offsets topic (on the target) holding positions.
-func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
-
-// ensureOffsetsTopic creates the offsets topic like a Connect worker would (compacted,
+// ensure creates the offsets topic like a Connect worker would (compacted,
 // OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
-func (e *Engine) ensureOffsetsTopic(ctx context.Context) (int32, bool, error) {
-	n, created, err := cluster.EnsureTopic(ctx, e.tgt, e.opts.OffsetStorageTopic, e.opts.OffsetStoragePartitions,
-		e.opts.OffsetStorageReplicationFactor, e.internalTopicConfigs(Target))
+func (ps *positionStore) ensure(ctx context.Context) (int32, bool, error) {
+	n, created, err := cluster.EnsureTopic(ctx, ps.tgt, ps.topic, ps.partitions, ps.replication, ps.configs)
 	if err != nil {
 		return 0, false, fmt.Errorf("preparing offsets topic on target (offset.storage.partitions=%d, offset.storage.replication.factor=%d): %w",
-			e.opts.OffsetStoragePartitions, e.opts.OffsetStorageReplicationFactor, err)
+			ps.partitions, ps.replication, err)
 	}
 	return n, created, nil
 }
 
-// positionRecord returns the Connect offsets record storing last as the position of tp.
-func (e *Engine) positionRecord(tp TP, last int64, offsetsPartitions int32) *kgo.Record {
-	p := mm2.SourcePosition(e.opts.SourceAlias, tp.Topic, tp.Partition, last, offsetsPartitions)
-	return &kgo.Record{Topic: e.opts.OffsetStorageTopic, Partition: p.Partition, Key: p.Key, Value: p.Value}
+// record returns the Connect offsets record storing last as the position of tp.
+func (ps *positionStore) record(tp TP, last int64, offsetsPartitions int32) *kgo.Record {
+	p := mm2.SourcePosition(ps.sourceAlias, tp.Topic, tp.Partition, last, offsetsPartitions)
+	return &kgo.Record{Topic: ps.topic, Partition: p.Partition, Key: p.Key, Value: p.Value}
 }
 
-// ReadPositions returns the stored position (last copied upstream offset) of each tp that has
+// read returns the stored position (last copied upstream offset) of each tp that has
 // one. It reads only the offsets-topic partitions holding the wanted keys, backwards from
 // their ends in growing windows, so its cost depends on how many partitions are wanted, not
 // on how long the topic's history is. Records of other connectors are skipped; a tombstone
 // means "no position". It reads read_committed, so positions of aborted transactions are
 // never seen.
-func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions int32) (map[TP]int64, error) {
-	topic := e.opts.OffsetStorageTopic
+func (ps *positionStore) read(ctx context.Context, tps []TP, offsetsPartitions int32) (map[TP]int64, error) {
+	topic := ps.topic
 	type part struct {
 		want     map[string]TP // key bytes -> tp, still unresolved
 		lo, hi   int64         // readable range still unread: [lo, hi)
@@ -61,7 +57,7 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 	}
 	parts := map[int32]*part{}
 	for _, tp := range tps {
-		key := mm2.SourceOffsetKey(e.opts.SourceAlias, tp.Topic, tp.Partition)
+		key := mm2.SourceOffsetKey(ps.sourceAlias, tp.Topic, tp.Partition)
 		p := mm2.KeyPartition(key, offsetsPartitions)
 		if parts[p] == nil {
 			parts[p] = &part{want: map[string]TP{}, window: firstWindow}
@@ -72,11 +68,11 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 	if len(parts) == 0 {
 		return out, nil
 	}
-	starts, ends, err := listOffsets(ctx, e.tgtAdm, true, topic)
+	starts, ends, err := listOffsets(ctx, ps.tgtAdm, true, topic)
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 	}
-	if e.opts.ExactlyOnce {
+	if ps.exactlyOnce {
 		// A read_committed read stops at the last stable offset: an open transaction of
 		// another partition's copier (or of a crashed one, until its timeout) would hide
 		// newer committed positions. Wait until everything written so far is decided.
@@ -84,7 +80,7 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 		for p := range parts {
 			wanted = append(wanted, p)
 		}
-		if ends, err = e.waitStable(ctx, topic, wanted); err != nil {
+		if ends, err = ps.waitStable(ctx, topic, wanted); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +106,7 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 		if len(round) == 0 {
 			return out, nil
 		}
-		if err := e.readWindow(ctx, topic, round, func(p int32, r *kgo.Record) bool {
+		if err := ps.readWindow(ctx, topic, round, func(p int32, r *kgo.Record) bool {
 			st := parts[p]
 			if r.Offset >= st.hi {
 				st.seenTo = st.hi - 1
@@ -135,7 +131,7 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 				switch {
 				case errors.Is(err, mm2.ErrTombstone):
 				case err != nil:
-					e.log.Warn("ignoring undecodable position", "topic", topic, "partition", r.Partition, "offset", r.Offset, "source_partition", tp.String(), "err", err)
+					ps.log.Warn("ignoring undecodable position", "topic", topic, "partition", r.Partition, "offset", r.Offset, "source_partition", tp.String(), "err", err)
 				default:
 					out[tp] = off
 				}
@@ -151,14 +147,14 @@ func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions 
 
 // waitStable waits until the last stable offset of the given partitions of topic reaches
 // their high watermark as of the call, and returns those offsets.
-func (e *Engine) waitStable(ctx context.Context, topic string, parts []int32) (kadm.ListedOffsets, error) {
-	_, hwm, err := listOffsets(ctx, e.tgtAdm, false, topic)
+func (ps *positionStore) waitStable(ctx context.Context, topic string, parts []int32) (kadm.ListedOffsets, error) {
+	_, hwm, err := listOffsets(ctx, ps.tgtAdm, false, topic)
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 	}
 	deadline := time.Now().Add(stableWait)
 	for {
-		_, lso, err := listOffsets(ctx, e.tgtAdm, true, topic)
+		_, lso, err := listOffsets(ctx, ps.tgtAdm, true, topic)
 		if err != nil {
 			return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 		}
@@ -191,8 +187,8 @@ const stableWait = eosTransactionTimeout + 15*time.Second
 // readWindow consumes the given partitions of topic (read_committed, control records kept so
 // the read can tell it reached a transaction marker) from the given offsets, calling fn for
 // each record until fn returns true for every partition or nothing more arrives.
-func (e *Engine) readWindow(ctx context.Context, topic string, from map[int32]kgo.Offset, fn func(p int32, r *kgo.Record) (done bool)) error {
-	cl, err := e.dial(ctx, Target,
+func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[int32]kgo.Offset, fn func(p int32, r *kgo.Record) (done bool)) error {
+	cl, err := ps.dial(ctx, Target,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),

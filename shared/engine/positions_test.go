@@ -31,7 +31,7 @@ func TestReadPositions(t *testing.T) {
 	f := newFlow(t, "unused")
 	e := f.engine()
 	ctx := testkit.Context(t, time.Minute)
-	n, _, err := e.ensureOffsetsTopic(ctx)
+	n, _, err := e.positions.ensure(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,8 @@ type reused struct {
 	mu                    sync.Mutex
 	prod, posProd, syncCl *kgo.Client
 
-	offsetsParts   int32
-	offsetsChecked time.Time
-	syncsChecked   time.Time
-	prepared       map[string]preparedTopic // source topic -> remote topic checked
+	syncsChecked time.Time
+	prepared     map[string]preparedTopic // source topic -> remote topic checked
 
 	// inflight bounds the bytes in flight of all concurrent calls together (the engine's
 	// sharedInflightBudget), so memory does not grow with the partitions copied at once.
@@ -54,9 +52,6 @@ type reused struct {
 
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
-	// offsetsCreating is the offsets topic a first start's warm-up is creating while copies
-	// already run.
-	offsetsCreating *pendingTopic
 }
 
 type preparedTopic struct {
@@ -161,24 +156,6 @@ func (r *reused) check(ctx context.Context, key string, do func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// reusedOffsetsTopic is ensureOffsetsTopic, checked at most once per reuseTTL.
-func (e *Engine) reusedOffsetsTopic(ctx context.Context) (int32, bool, error) {
-	r := &e.reuse
-	r.mu.Lock()
-	if r.offsetsParts > 0 && time.Since(r.offsetsChecked) < reuseTTL {
-		defer r.mu.Unlock()
-		return r.offsetsParts, false, nil
-	}
-	r.mu.Unlock()
-	parts, fresh, err := e.ensureOffsetsTopic(ctx)
-	if err == nil {
-		r.mu.Lock()
-		r.offsetsParts, r.offsetsChecked = parts, time.Now()
-		r.mu.Unlock()
-	}
-	return parts, fresh, err
 }
 
 // reusedSyncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
@@ -320,7 +297,7 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		return fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
 	}
 	ready := func() (int32, error) {
-		n, _, err := e.reusedOffsetsTopic(ctx)
+		n, _, err := e.positions.reusedTopic(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -367,9 +344,7 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		return err
 	}
 	p := createInBackground(nil, ready)
-	e.reuse.mu.Lock()
-	e.reuse.offsetsCreating = p
-	e.reuse.mu.Unlock()
+	e.positions.setCreating(p)
 	release()
 	_, err = p.wait(ctx)
 	return err
@@ -399,22 +374,7 @@ func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
 // NoPositionsYet reports whether no position can be stored anywhere yet: a first start's
 // warm-up (WarmInBackground) found no offsets topic and is still creating it. Callers can then
 // skip reading positions.
-func (e *Engine) NoPositionsYet() bool { return e.creatingOffsets() != nil }
-
-// creatingOffsets returns the offsets topic while a first start's warm-up creates it (no
-// position is stored anywhere before it is ready), nil otherwise.
-func (e *Engine) creatingOffsets() *pendingTopic {
-	e.reuse.mu.Lock()
-	p := e.reuse.offsetsCreating
-	e.reuse.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	if _, done := p.ready(); done || p.failed() != nil {
-		return nil
-	}
-	return p
-}
+func (e *Engine) NoPositionsYet() bool { return e.positions.creatingTopic() != nil }
 
 // warmed waits until a warm-up in progress has ended.
 func (e *Engine) warmed(ctx context.Context) error {

@@ -208,7 +208,7 @@ func (e *Engine) take() []*copyCall {
 	solo := false
 	for _, c := range r.queue {
 		if c.need >= 0 {
-			if n, ok := e.known.get(c.tp); ok && n > c.need {
+			if n, ok := e.positions.known.get(c.tp); ok && n > c.need {
 				c.sum, c.err = e.answered(c.start, c.tp, c.remote), nil
 				close(c.done)
 				continue
@@ -389,9 +389,9 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 			if !ok || o.Err != nil || skip[tp] || r.busy[tp] {
 				continue
 			}
-			if n, known := e.known.get(tp); known {
+			if n, known := e.positions.known.get(tp); known {
 				if n > o.Offset {
-					e.known.forget(tp) // the partition is shorter than what was copied: it started over
+					e.positions.known.forget(tp) // the partition is shorter than what was copied: it started over
 				} else if n == o.Offset {
 					continue
 				}
