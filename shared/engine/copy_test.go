@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/test/testkit"
@@ -113,74 +115,69 @@ func produceTxn(t *testing.T, bootstrap string, recs []*kgo.Record, commit bool)
 }
 
 // TestResume: a second burst without new data copies nothing; after new data only the new
-// records are copied; a budget stops early and the next burst continues.
+// records are copied; a budget stops early and the next burst continues. On kfake.
 func TestResume(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "resume"), 2, nil)
-	all := testkit.SampleRecords(topic, 2, 100)
-	testkit.Produce(t, src, all[:40]...)
-	f := newFlow(t, topic)
-
-	if s := f.burst(BurstOptions{}); s.Records != 40 {
+	f := newFakeFlow(t, map[string]int32{"resume": 2})
+	recs := f.produce("resume", 2, 20)
+	burst := func(bo BurstOptions) Summary {
+		t.Helper()
+		s, err := f.engine().Burst(context.Background(), bo)
+		if err != nil {
+			t.Fatalf("burst: %v (summary %+v)", err, s)
+		}
+		return s
+	}
+	if s := burst(BurstOptions{}); s.Records != 40 {
 		t.Fatalf("first burst copied %d, want 40", s.Records)
 	}
-	if s := f.burst(BurstOptions{}); s.Records != 0 || s.Reason != ReasonDone {
+	if s := burst(BurstOptions{}); s.Records != 0 || s.Reason != ReasonDone {
 		t.Errorf("second burst without new data: %d records, reason %q; want 0, done", s.Records, s.Reason)
 	}
-	testkit.Produce(t, src, all[40:]...)
-	s := f.burst(BurstOptions{MaxRecords: 25})
+	recs = append(recs, f.produce("resume", 2, 30)...)
+	s := burst(BurstOptions{MaxRecords: 25})
 	if s.Records != 25 || s.Reason != ReasonMaxRecords || s.Lag != 35 {
 		t.Errorf("budget burst: %d records, reason %q, lag %d; want 25, max-records, 35", s.Records, s.Reason, s.Lag)
 	}
-	if s := f.burst(BurstOptions{}); s.Records != 35 || s.Lag != 0 {
+	if s := burst(BurstOptions{}); s.Records != 35 || s.Lag != 0 {
 		t.Errorf("final burst: %d records, lag %d; want 35, 0", s.Records, s.Lag)
 	}
-	testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	f.assertCopied(recs, "src.resume")
 }
 
 // TestNewTopicAndGrowth: a topic created and partitions added between bursts are picked up.
+// On kfake.
 func TestNewTopicAndGrowth(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	const retention = testkit.RetentionMS // non-default, and longer than the records' age
-	a := testkit.CreateTopic(t, src, testkit.Name(t, "a"), 1, map[string]*string{"retention.ms": strp(retention)})
-	testkit.Produce(t, src, testkit.SampleRecords(a, 1, 10)...)
-	b := testkit.Name(t, "b")
-	f := newFlow(t, a, b)
-	if s := f.burst(BurstOptions{}); s.Records != 10 {
-		t.Fatalf("first burst copied %d, want 10", s.Records)
+	const retention = testkit.RetentionMS // non-default
+	f := newFakeFlow(t, nil)
+	f.createTopic(Source, "a", 1, map[string]*string{"retention.ms": strp(retention)})
+	recsA := f.produce("a", 1, 10)
+	ctx := context.Background()
+	if s, err := f.engine().Burst(ctx, BurstOptions{}); err != nil || s.Records != 10 {
+		t.Fatalf("first burst: %+v, %v; want 10 records", s, err)
 	}
-	testkit.CreateTopic(t, src, b, 2, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(b, 2, 10)...)
-	adm := testkit.Admin(t, src)
-	if _, err := adm.UpdatePartitions(testkit.Context(t, 10*time.Second), 3, a); err != nil {
+	f.createTopic(Source, "b", 2, nil)
+	recsB := f.produce("b", 2, 5)
+	if _, err := kadm.NewClient(f.client(Source)).UpdatePartitions(ctx, 3, "a"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Produce(t, src, testkit.SampleRecords(a, 3, 9)...)
-	if s := f.burst(BurstOptions{}); s.Records != 19 {
-		t.Errorf("second burst copied %d, want 19", s.Records)
-	}
-	for _, topic := range []string{a, b} {
-		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
-	}
-	// The non-default retention.ms was copied at creation.
-	cfgs, err := testkit.Admin(t, c.Target.Bootstrap).DescribeTopicConfigs(testkit.Context(t, 10*time.Second), f.remote(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := cfgs.On(f.remote(a), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, cf := range rc.Configs {
-		if cf.Key == "retention.ms" && cf.MaybeValue() == retention {
-			found = true
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		for i := range 3 {
+			r := &kgo.Record{Topic: "a", Partition: p, Key: fmt.Appendf(nil, "grown%d-%d", p, i), Value: []byte("v"), Timestamp: time.UnixMilli(1_700_000_500_000)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			recsA = append(recsA, r)
 		}
 	}
-	if !found {
-		t.Errorf("remote topic %s did not get retention.ms=%s", f.remote(a), retention)
+	if s, err := f.engine().Burst(ctx, BurstOptions{}); err != nil || s.Records != 19 {
+		t.Errorf("second burst: %+v, %v; want 19 records", s, err)
+	}
+	f.assertCopied(recsA, "src.a")
+	f.assertCopied(recsB, "src.b")
+	// The non-default retention.ms was copied at creation.
+	if v, _ := remoteConfig(t, f.bootstrap(Target), "src.a", "retention.ms"); v != retention {
+		t.Errorf("remote topic src.a has retention.ms=%q, want %s", v, retention)
 	}
 }
 

@@ -34,6 +34,7 @@ type fakeFlow struct {
 	opts     Options
 	logs     *lineCounter
 	extra    []kgo.Opt // options of every client the engine dials
+	srcExtra []kgo.Opt // options of every source client the engine dials
 }
 
 // lineCounter is a slog.Handler counting messages (and keeping them for failure output).
@@ -75,22 +76,37 @@ func newFakeFlow(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *fake
 		return c
 	}
 	f := &fakeFlow{t: t, src: mk(opts...), tgt: mk(), logs: &lineCounter{}}
-	adm := kadm.NewClient(f.client(Source))
 	for name, parts := range topics {
-		if _, err := adm.CreateTopic(context.Background(), parts, 1, nil, name); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
+		f.createTopic(Source, name, parts, nil)
 	}
 	f.opts = Options{SourceAlias: "src", TargetAlias: "tgt", OffsetStoragePartitions: 5}
 	return f
 }
 
-func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
-	c := f.src
-	if side == Target {
-		c = f.tgt
+// createTopic creates topic on side with parts partitions and the topic configs cfg.
+func (f *fakeFlow) createTopic(side Side, topic string, parts int32, cfg map[string]*string) {
+	f.t.Helper()
+	if _, err := kadm.NewClient(f.client(side)).CreateTopic(context.Background(), parts, 1, cfg, topic); err != nil {
+		f.t.Fatalf("creating %s: %v", topic, err)
 	}
-	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, f.extra...), extra...)...)
+}
+
+// bootstrap is the address of side's cluster, for the testkit helpers that dial one.
+func (f *fakeFlow) bootstrap(side Side) string {
+	if side == Target {
+		return f.tgt.ListenAddrs()[0]
+	}
+	return f.src.ListenAddrs()[0]
+}
+
+func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+	c, own := f.src, f.srcExtra
+	if side == Target {
+		c, own = f.tgt, nil
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, f.extra...)
+	opts = append(opts, own...)
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 func (f *fakeFlow) client(side Side, extra ...kgo.Opt) *kgo.Client {
@@ -207,6 +223,38 @@ func (f *fakeFlow) assertCopied(want []*kgo.Record, remote string) {
 	}
 }
 
+// assertCaughtUpAfterFailure checks a one-partition topic after a failed burst and a corrected
+// one: the remote topic ends with every source record in want, in order (whatever the failed
+// burst wrote comes before: duplicates, never a gap), and the stored position is the last
+// source offset.
+func (f *fakeFlow) assertCaughtUpAfterFailure(want []*kgo.Record, topic string) {
+	f.t.Helper()
+	got := f.readAll(Target, "src."+topic)
+	if len(got) < len(want) {
+		f.t.Fatalf("src.%s has %d records, want at least %d", topic, len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[len(got)-len(want)+i]
+		if !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || !g.Timestamp.Equal(w.Timestamp) {
+			f.t.Fatalf("record %d of the last %d on src.%s: %q=%q %v, want %q=%q %v", i, len(want), topic, g.Key, g.Value, g.Timestamp, w.Key, w.Value, w.Timestamp)
+		}
+	}
+	if last := want[len(want)-1].Offset; f.positions()[TP{topic, 0}] != last {
+		f.t.Errorf("position after the corrected burst = %d, want %d", f.positions()[TP{topic, 0}], last)
+	}
+}
+
+// inPartition returns the records of recs in partition p.
+func inPartition(recs []*kgo.Record, p int32) []*kgo.Record {
+	var out []*kgo.Record
+	for _, r := range recs {
+		if r.Partition == p {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // positions returns the stored positions (Connect offsets records) of the flow, newest wins.
 func (f *fakeFlow) positions() map[TP]int64 {
 	f.t.Helper()
@@ -219,7 +267,7 @@ func (f *fakeFlow) positions() map[TP]int64 {
 		if k.Connector != mm2.SourceConnector || k.Cluster != "src" {
 			f.t.Fatalf("position key %q: connector %q cluster %q", r.Key, k.Connector, k.Cluster)
 		}
-		if want := mm2.KeyPartition(r.Key, 5); r.Partition != want {
+		if want := mm2.KeyPartition(r.Key, f.opts.OffsetStoragePartitions); r.Partition != want {
 			f.t.Fatalf("position %q in offsets partition %d, Connect puts it in %d", r.Key, r.Partition, want)
 		}
 		v, err := mm2.DecodeOffsetValue(r.Value)

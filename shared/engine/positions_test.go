@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,16 +23,21 @@ import (
 // TestReadPositions writes positions the way a Connect worker does, buries them under many
 // newer records of other keys (checkpoint connector keys, other partitions' positions) in the
 // same offsets-topic partitions, and reads them back: newest value wins, tombstones mean "no
-// position", foreign keys are skipped.
+// position", foreign keys are skipped. On kfake.
 func TestReadPositions(t *testing.T) {
-	c := testkit.Require(t)
-	f := newFlow(t, "unused")
+	f := newFakeFlow(t, nil)
+	f.opts.OffsetStoragePartitions = 25
 	e := f.engine()
-	ctx := testkit.Context(t, time.Minute)
-	n, _, err := e.positions.ensure(ctx)
+	ctx := context.Background()
+	// Warm creates the offsets topic (exported API: the position store's internals move).
+	if err := e.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cluster.DescribeTopic(ctx, f.client(Target), e.OffsetsTopic())
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := st.Partitions
 	if n != 25 {
 		t.Fatalf("offsets topic has %d partitions, want 25", n)
 	}
@@ -46,26 +49,26 @@ func TestReadPositions(t *testing.T) {
 	}
 	// Old values first, then the values that count.
 	for _, tp := range tps {
-		put(mm2.SourceOffsetKey(f.alias, tp.Topic, tp.Partition), mm2.OffsetValue(1))
+		put(mm2.SourceOffsetKey("src", tp.Topic, tp.Partition), mm2.OffsetValue(1))
 	}
-	put(mm2.SourceOffsetKey(f.alias, "orders", 0), mm2.OffsetValue(41))
-	put(mm2.SourceOffsetKey(f.alias, "orders", 1), mm2.OffsetValue(4242))
-	put(mm2.SourceOffsetKey(f.alias, "payments", 7), mm2.OffsetValue(7))
-	put(mm2.SourceOffsetKey(f.alias, "gone", 0), nil) // tombstone
+	put(mm2.SourceOffsetKey("src", "orders", 0), mm2.OffsetValue(41))
+	put(mm2.SourceOffsetKey("src", "orders", 1), mm2.OffsetValue(4242))
+	put(mm2.SourceOffsetKey("src", "payments", 7), mm2.OffsetValue(7))
+	put(mm2.SourceOffsetKey("src", "gone", 0), nil) // tombstone
 	// orders-2 keeps value 1. Then lots of noise in every partition: checkpoint keys, and
 	// positions of another source alias.
-	for i := 0; i < 3000; i++ {
-		put(mm2.CheckpointOffsetKey(f.alias+".orders", int32(i%50), fmt.Sprintf("g%d", i)), mm2.OffsetValue(0))
+	for i := range 3000 {
+		put(mm2.CheckpointOffsetKey("src.orders", int32(i%50), fmt.Sprintf("g%d", i)), mm2.OffsetValue(0))
 		put(mm2.SourceOffsetKey("other", "orders", int32(i%40)), mm2.OffsetValue(int64(i)))
 	}
-	testkit.Produce(t, c.Target.Bootstrap, recs...)
-
-	began := time.Now()
+	cl := f.client(Target, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := e.ReadPositions(ctx, append(tps, TP{"never", 3}), n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("read %d positions in %s", len(got), time.Since(began))
 	want := map[TP]int64{{"orders", 0}: 41, {"orders", 1}: 4242, {"orders", 2}: 1, {"payments", 7}: 7}
 	if len(got) != len(want) {
 		t.Errorf("got %d positions %v, want %v", len(got), got, want)
@@ -92,30 +95,6 @@ func TestPositionsWhereConnectPutsThem(t *testing.T) {
 			t.Errorf("position of pos-%d = %d, want 9", p, pos[TP{"pos", p}])
 		}
 	}
-}
-
-// TestAutoOffsetResetLatest: without a position, latest starts at the end and stores that
-// start at once, so records produced before the next burst are not skipped.
-func TestAutoOffsetResetLatest(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "latest"), 1, nil)
-	all := testkit.SampleRecords(topic, 1, 20)
-	testkit.Produce(t, src, all[:10]...)
-	f := newFlow(t, topic)
-	f.opts.AutoOffsetResetLatest = true
-	if s := f.burst(BurstOptions{}); s.Records != 0 {
-		t.Errorf("first burst copied %d, want 0 (latest)", s.Records)
-	}
-	if p := f.positions()[TP{topic, 0}]; p != 9 {
-		t.Errorf("position after latest start = %d, want 9", p)
-	}
-	testkit.Produce(t, src, all[10:]...)
-	if s := f.burst(BurstOptions{}); s.Records != 10 {
-		t.Errorf("second burst copied %d, want 10", s.Records)
-	}
-	got := testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic))
-	testkit.AssertSameRecords(t, sourceRecords(t, src, topic)[10:], got)
 }
 
 // TestCopyPartition copies one partition through a given offset, then to its end; an internal
@@ -184,42 +163,41 @@ func TestOffsetSyncsOnTarget(t *testing.T) {
 // TestInternalTopicCreationFails: a first burst creates the offsets and offset-syncs topics
 // while it copies; when one of them cannot be created (a replication factor the one-broker
 // target cannot meet) the burst fails naming the topic and the setting, and a corrected burst
-// leaves every source record on the target: duplicates, never a gap.
+// leaves every source record on the target: duplicates, never a gap. On kfake, which refuses
+// a replication factor above its broker count as Kafka does.
 func TestInternalTopicCreationFails(t *testing.T) {
 	for _, test := range []struct {
 		name    string
 		set     func(o *Options, rf int16)
-		topic   func(alias string) string
+		topic   string
 		setting string
 		// recopies: without the offsets topic no position was stored, so the corrected burst
 		// copies all 30 records again.
 		recopies bool
 	}{
 		{"offsets", func(o *Options, rf int16) { o.OffsetStorageReplicationFactor = rf },
-			func(alias string) string { return "mm2-offsets." + alias + ".internal" }, "offset.storage.replication.factor=3", true},
+			"mm2-offsets.src.internal", "offset.storage.replication.factor=3", true},
 		{"offset-syncs", func(o *Options, rf int16) { o.OffsetSyncsTopicReplicationFactor = rf },
-			func(alias string) string { return "mm2-offset-syncs.t" + alias + ".internal" }, "offset-syncs.topic.replication.factor=3", false},
+			"mm2-offset-syncs.tgt.internal", "offset-syncs.topic.replication.factor=3", false},
 	} {
 		t.Run(test.name, func(t *testing.T) {
-			c := testkit.Require(t)
-			topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "noint"), 1, nil)
-			testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 30)...)
-			f := newFlow(t, topic)
+			f := newFakeFlow(t, map[string]int32{"noint": 1})
+			recs := f.produce("noint", 1, 30)
 			test.set(&f.opts, 3)
-			s, err := f.engine().Burst(testkit.Context(t, time.Minute), BurstOptions{})
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
 			t.Logf("failed burst: %d records, error: %v", s.Records, err)
 			if err == nil || s.Reason != ReasonFailed {
 				t.Fatalf("burst with a %s topic that cannot be created: reason %q, err %v; want failed", test.name, s.Reason, err)
 			}
-			if name := test.topic(f.alias); !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), test.setting) {
-				t.Errorf("error %q does not name the topic %s and %s", err, name, test.setting)
+			if !strings.Contains(err.Error(), test.topic) || !strings.Contains(err.Error(), test.setting) {
+				t.Errorf("error %q does not name the topic %s and %s", err, test.topic, test.setting)
 			}
 			test.set(&f.opts, 1)
-			s = f.burst(BurstOptions{})
-			if s.Lag != 0 || s.Reason != ReasonDone || (test.recopies && s.Records != 30) {
-				t.Errorf("corrected burst: reason %q, lag %d, %d records; want done, 0 (and all 30 again: %v)", s.Reason, s.Lag, s.Records, test.recopies)
+			s, err = f.engine().Burst(context.Background(), BurstOptions{})
+			if err != nil || s.Lag != 0 || s.Reason != ReasonDone || (test.recopies && s.Records != 30) {
+				t.Errorf("corrected burst: %v, reason %q, lag %d, %d records; want done, 0 (and all 30 again: %v)", err, s.Reason, s.Lag, s.Records, test.recopies)
 			}
-			f.assertCaughtUpAfterFailure(topic)
+			f.assertCaughtUpAfterFailure(recs, "noint")
 		})
 	}
 }
@@ -227,20 +205,18 @@ func TestInternalTopicCreationFails(t *testing.T) {
 // TestIdlePositionsRefreshedWithoutCompaction: on an Event Hubs target without compaction the
 // offsets topic is created with delete retention, and a burst that finds a partition idle
 // stores its unchanged position again (so it outlives the retention); with compaction, an
-// idle partition's position is not rewritten.
+// idle partition's position is not rewritten. On kfake (it keeps the topic's cleanup.policy;
+// nothing here needs the broker to compact).
 func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
 	for _, compact := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compaction=%v", compact), func(t *testing.T) {
-			c := testkit.Require(t)
-			src := c.Source.Bootstrap
-			topic := testkit.CreateTopic(t, src, testkit.Name(t, "idle"), 2, nil)
-			testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 20)...)
-			f := newFlow(t, topic)
+			f := newFakeFlow(t, map[string]int32{"idle": 2})
+			f.produce("idle", 2, 20)
 			f.opts.TargetProfile = cluster.Profile{Cluster: "target", EventHubs: true, CompactInternalTopics: compact}
-			offsets := "mm2-offsets." + f.alias + ".internal"
+			const offsets = "mm2-offsets.src.internal"
 			count := func() map[TP]int {
 				n := map[TP]int{}
-				for _, r := range testkit.ReadAll(t, c.Target.Bootstrap, offsets) {
+				for _, r := range f.readAll(Target, offsets) {
 					k, err := mm2.DecodeOffsetKey(r.Key)
 					if err != nil {
 						t.Fatal(err)
@@ -249,22 +225,27 @@ func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
 				}
 				return n
 			}
-			f.burst(BurstOptions{})
-			if v, _ := remoteConfig(t, c.Target.Bootstrap, offsets, "cleanup.policy"); (v == "compact") != compact {
+			burst := func(want int64) {
+				t.Helper()
+				if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != want {
+					t.Fatalf("burst: %+v, %v; want %d records", s, err, want)
+				}
+			}
+			burst(40)
+			if v, _ := remoteConfig(t, f.bootstrap(Target), offsets, "cleanup.policy"); (v == "compact") != compact {
 				t.Errorf("offsets topic cleanup.policy = %q with compaction %v", v, compact)
 			}
 			first := count()
 			// Partition 1 gets new records, partition 0 stays idle.
-			more := testkit.SampleRecords(topic, 2, 10)
-			for _, r := range more {
-				r.Partition = 1
+			cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			for i := range 10 {
+				if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "idle", Partition: 1, Value: fmt.Appendf(nil, "more%d", i)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
 			}
-			testkit.Produce(t, src, more...)
-			if s := f.burst(BurstOptions{}); s.Records != 10 {
-				t.Fatalf("second burst copied %d, want 10", s.Records)
-			}
+			burst(10)
 			second := count()
-			idle, busy := TP{topic, 0}, TP{topic, 1}
+			idle, busy := TP{"idle", 0}, TP{"idle", 1}
 			wantIdle := first[idle]
 			if !compact {
 				wantIdle++
@@ -276,26 +257,10 @@ func TestIdlePositionsRefreshedWithoutCompaction(t *testing.T) {
 				t.Errorf("busy partition: %d position records after the second burst, want more than %d", second[busy], first[busy])
 			}
 			pos := f.positions()
-			if pos[idle] != 9 || pos[busy] != 19 {
-				t.Errorf("positions %v, want %s at 9 and %s at 19", pos, idle, busy)
+			if pos[idle] != 19 || pos[busy] != 29 {
+				t.Errorf("positions %v, want %s at 19 and %s at 29", pos, idle, busy)
 			}
 		})
-	}
-}
-
-// assertCaughtUpAfterFailure checks a one-partition topic after a failed burst and a corrected
-// one: the target ends with every source record in order (whatever the failed burst wrote
-// comes before: duplicates, never a gap) and the stored position is the last source offset.
-func (f *flow) assertCaughtUpAfterFailure(topic string) {
-	f.t.Helper()
-	want := sourceRecords(f.t, f.c.Source.Bootstrap, topic)
-	got := testkit.ReadAll(f.t, f.c.Target.Bootstrap, f.remote(topic))
-	if len(got) < len(want) {
-		f.t.Fatalf("target has %d records, want at least %d", len(got), len(want))
-	}
-	testkit.AssertSameRecords(f.t, want, got[len(got)-len(want):])
-	if last := want[len(want)-1].Offset; f.positions()[TP{topic, 0}] != last {
-		f.t.Errorf("position after the corrected burst = %d, want %d", f.positions()[TP{topic, 0}], last)
 	}
 }
 
@@ -303,26 +268,29 @@ func (f *flow) assertCaughtUpAfterFailure(topic string) {
 // KafkaSource starting). The calls are copied together in shared copies (fewer source
 // consumers than calls, never more than maxConcurrentCopies at once), each call gets its own
 // partition's outcome, and every topic ends up byte-exact on the target with its position
-// stored.
+// stored. On kfake.
 func TestConcurrentCopyPartitions(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
 	const n = 20
-	var topics []string
+	topics := map[string]int32{}
 	for i := range n {
-		topic := testkit.CreateTopic(t, src, testkit.Name(t, fmt.Sprintf("many%d", i)), 1, nil)
-		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 25+i)...)
-		topics = append(topics, topic)
+		topics[fmt.Sprintf("many%d", i)] = 1
 	}
-	f := newFlow(t, topics...)
-	ctx := testkit.Context(t, 2*time.Minute)
+	f := newFakeFlow(t, topics)
+	recs := map[string][]*kgo.Record{}
+	for i := range n {
+		topic := fmt.Sprintf("many%d", i)
+		recs[topic] = f.produce(topic, 1, 25+i)
+	}
+	ctx := context.Background()
 	// Count the copies' source consumers (clients with assigned partitions) alive at once,
 	// independently of the engine's own bookkeeping.
 	counter := &liveConsumers{}
-	e := f.engineWithHooks(counter)
+	f.srcExtra = []kgo.Opt{kgo.WithHooks(counter)}
+	e := f.engine()
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	for i, topic := range topics {
+	for i := range n {
+		topic := fmt.Sprintf("many%d", i)
 		wg.Go(func() {
 			s, err := e.CopyPartition(ctx, topic, 0, -1)
 			// A call's partition may have been swept by an earlier shared copy (0 records).
@@ -335,15 +303,16 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("%s: %v", topics[i], err)
+			t.Errorf("many%d: %v", i, err)
 		}
 	}
 	if peak, total := counter.peak.Load(), counter.total.Load(); peak > maxConcurrentCopies || total >= n/2 {
 		t.Errorf("%d source consumers for %d calls, %d at once; want fewer than %d, at most %d at once", total, n, peak, n/2, maxConcurrentCopies)
 	}
 	pos := f.positions()
-	for i, topic := range topics {
-		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	for i := range n {
+		topic := fmt.Sprintf("many%d", i)
+		f.assertCopied(recs[topic], "src."+topic)
 		if want := int64(24 + i); pos[TP{topic, 0}] != want {
 			t.Errorf("position of %s = %d, want %d", topic, pos[TP{topic, 0}], want)
 		}
@@ -353,33 +322,31 @@ func TestConcurrentCopyPartitions(t *testing.T) {
 // TestSharedCopyIsolatesFailures: a record the target refuses (larger than its remote topic's
 // max.message.bytes) fails the shared copy it is in; the other partitions of that copy are
 // copied again one by one and succeed, and only the call of the refused partition fails,
-// naming it.
+// naming it. On kfake, which enforces max.message.bytes on produce as Kafka does.
 func TestSharedCopyIsolatesFailures(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	var topics []string
-	for i := range 3 {
-		topic := testkit.CreateTopic(t, src, testkit.Name(t, fmt.Sprintf("ok%d", i)), 1, nil)
-		testkit.Produce(t, src, testkit.SampleRecords(topic, 1, 10)...)
-		topics = append(topics, topic)
+	f := newFakeFlow(t, map[string]int32{"ok0": 1, "ok1": 1, "ok2": 1, "big": 1})
+	topics := []string{"ok0", "ok1", "ok2"}
+	recs := map[string][]*kgo.Record{}
+	for _, topic := range topics {
+		recs[topic] = f.produce(topic, 1, 10)
 	}
-	bad := testkit.CreateTopic(t, src, testkit.Name(t, "big"), 1, nil)
 	big := make([]byte, 20_000)
 	_, _ = rand.Read(big) // incompressible: the batch stays larger than the limit
-	testkit.Produce(t, src, &kgo.Record{Topic: bad, Value: big})
-	f := newFlow(t, append(topics, bad)...)
-	testkit.CreateTopic(t, c.Target.Bootstrap, f.remote(bad), 1, map[string]*string{"max.message.bytes": kadm.StringPtr("5000")})
+	if err := f.client(Source).ProduceSync(context.Background(), &kgo.Record{Topic: "big", Value: big}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	f.createTopic(Target, "src.big", 1, map[string]*string{"max.message.bytes": kadm.StringPtr("5000")})
 
-	e := f.engineWithHooks()
+	e := f.engine()
 	var logs testkit.SyncBuffer // written by the copies' goroutines, read below
 	e.log = slog.New(slog.NewJSONHandler(&logs, nil))
 	e.runs.max = 1
-	ctx := testkit.Context(t, 2*time.Minute)
+	ctx := context.Background()
 	// Held behind the start-up warm-up, the four calls are released together and go into
 	// one shared copy.
 	e.WarmInBackground(ctx, nil)
 	var wg sync.WaitGroup
-	all := append(topics, bad)
+	all := append(topics, "big")
 	errs := make([]error, len(all))
 	for i, topic := range all {
 		wg.Go(func() { _, errs[i] = e.CopyPartition(ctx, topic, 0, -1) })
@@ -389,10 +356,10 @@ func TestSharedCopyIsolatesFailures(t *testing.T) {
 		if errs[i] != nil {
 			t.Errorf("%s: %v", topic, errs[i])
 		}
-		testkit.AssertSameRecords(t, sourceRecords(t, src, topic), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+		f.assertCopied(recs[topic], "src."+topic)
 	}
-	if err := errs[len(topics)]; err == nil || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), bad) {
-		t.Errorf("copy of the refused record: %v; want MESSAGE_TOO_LARGE naming %s; log:\n%s", err, bad, logs.String())
+	if err := errs[len(topics)]; err == nil || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "big") {
+		t.Errorf("copy of the refused record: %v; want MESSAGE_TOO_LARGE naming big; log:\n%s", err, logs.String())
 	}
 	// One shared copy of all four failed, then each partition was copied alone.
 	if !strings.Contains(logs.String(), `"msg":"shared copy failed; copying its partitions again one by one","partitions":4`) {
@@ -404,64 +371,58 @@ func TestSharedCopyIsolatesFailures(t *testing.T) {
 			t.Errorf("position of %s = %d, want 9", topic, pos[TP{topic, 0}])
 		}
 	}
-	if p, ok := pos[TP{bad, 0}]; ok {
+	if p, ok := pos[TP{"big", 0}]; ok {
 		t.Errorf("position %d stored for the refused record", p)
 	}
 }
 
 // TestWarm: before any event, Warm creates every selected topic's remote topic (same
 // partition count), the offsets topic and the offset-syncs topic; a copy afterwards works.
+// On kfake.
 func TestWarm(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	a := testkit.CreateTopic(t, src, testkit.Name(t, "warma"), 3, nil)
-	b := testkit.CreateTopic(t, src, testkit.Name(t, "warmb"), 1, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(b, 1, 5)...)
-	f := newFlow(t, a, b)
+	f := newFakeFlow(t, map[string]int32{"warma": 3, "warmb": 1})
+	recs := f.produce("warmb", 1, 5)
+	f.opts.OffsetStoragePartitions = 25
 	e := f.engine()
-	ctx := testkit.Context(t, time.Minute)
+	ctx := context.Background()
 	if err := e.Warm(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tgt := testkit.Client(t, c.Target.Bootstrap)
-	st, err := cluster.DescribeTopics(ctx, tgt, f.remote(a), f.remote(b), "mm2-offsets."+f.alias+".internal")
+	st, err := cluster.DescribeTopics(ctx, f.client(Target), "src.warma", "src.warmb", "mm2-offsets.src.internal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]int32{f.remote(a): 3, f.remote(b): 1, "mm2-offsets." + f.alias + ".internal": 25} {
+	for name, want := range map[string]int32{"src.warma": 3, "src.warmb": 1, "mm2-offsets.src.internal": 25} {
 		if st[name].Partitions != want {
 			t.Errorf("%s: %d partitions after Warm, want %d", name, st[name].Partitions, want)
 		}
 	}
-	if st, err := cluster.DescribeTopic(ctx, testkit.Client(t, src), "mm2-offset-syncs.t"+f.alias+".internal"); err != nil || !st.Exists {
+	if st, err := cluster.DescribeTopic(ctx, f.client(Source), "mm2-offset-syncs.tgt.internal"); err != nil || !st.Exists {
 		t.Errorf("offset-syncs topic after Warm: %+v, %v", st, err)
 	}
-	if s, err := e.CopyPartition(ctx, b, 0, -1); err != nil || s.Records != 5 {
+	if s, err := e.CopyPartition(ctx, "warmb", 0, -1); err != nil || s.Records != 5 {
 		t.Fatalf("copy after Warm: %d records, %v", s.Records, err)
 	}
-	testkit.AssertSameRecords(t, sourceRecords(t, src, b), testkit.ReadAll(t, c.Target.Bootstrap, f.remote(b)))
+	f.assertCopied(recs, "src.warmb")
 }
 
 // TestWarmInBackgroundGatesCopies: a copy that arrives while the start-up warm-up runs waits
 // for the topics it needs (so it neither repeats the warm-up's work nor meets unserved
 // partitions), then copies. On a flow's first start it need not wait for the offsets topic
 // (no position exists anywhere): it plans without positions and stores its own once the topic
-// is ready. On a later start it reads the stored positions.
+// is ready. On a later start it reads the stored positions. On kfake.
 func TestWarmInBackgroundGatesCopies(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "gate"), 2, nil)
-	testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 10)...)
-	f := newFlow(t, topic)
+	f := newFakeFlow(t, map[string]int32{"gate": 2})
+	recs := f.produce("gate", 2, 5)
 	f.opts.NoSweep = true // partition 1 alone
 	for i, want := range []int64{5, 3} {
 		e := f.engine()
-		var logs bytes.Buffer
+		var logs testkit.SyncBuffer
 		e.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		ctx := testkit.Context(t, time.Minute)
+		ctx := context.Background()
 		warmErr := make(chan error, 1)
 		e.WarmInBackground(ctx, func(err error) { warmErr <- err })
-		s, err := e.CopyPartition(ctx, topic, 1, -1)
+		s, err := e.CopyPartition(ctx, "gate", 1, -1)
 		if err != nil || s.Records != want {
 			t.Fatalf("start %d: copy during warm-up: %d records, %v; want %d", i+1, s.Records, err, want)
 		}
@@ -477,18 +438,18 @@ func TestWarmInBackgroundGatesCopies(t *testing.T) {
 		if first := i == 0; early != first {
 			t.Errorf("start %d: planned without positions: %v, want %v", i+1, early, first)
 		}
-		if pos := f.positions()[TP{topic, 1}]; pos != 4+int64(i)*3 {
+		if pos := f.positions()[TP{"gate", 1}]; pos != 4+int64(i)*3 {
 			t.Errorf("start %d: position %d stored, want %d", i+1, pos, 4+i*3)
 		}
-		testkit.Produce(t, src, testkit.SampleRecords(topic, 2, 6)...) // 3 more in partition 1
+		recs = append(recs, f.produce("gate", 2, 3)...) // 3 more in each partition
 	}
 	var want []*kgo.Record
-	for _, r := range sourceRecords(t, src, topic) {
-		if r.Partition == 1 && r.Offset < 8 {
+	for _, r := range inPartition(recs, 1) {
+		if r.Offset < 8 {
 			want = append(want, r)
 		}
 	}
-	testkit.AssertSameRecords(t, want, testkit.ReadAll(t, c.Target.Bootstrap, f.remote(topic)))
+	f.assertCopied(want, "src.gate")
 }
 
 // liveConsumers is a franz-go hook counting clients that consume assigned partitions (the
