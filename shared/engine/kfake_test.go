@@ -65,8 +65,14 @@ func (l *lineCounter) count(msg string) int {
 	return n
 }
 
+// newFakeFlow makes the flow's two clusters and creates topics (name -> partitions) on the
+// source. A test (or subtest) that makes one runs in parallel with the other such tests: each
+// flow has clusters of its own, and the engine has no global state.
 func newFakeFlow(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *fakeFlow {
 	t.Helper()
+	if tt, ok := t.(*testing.T); ok {
+		tt.Parallel()
+	}
 	mk := func(extra ...kfake.Opt) *kfake.Cluster {
 		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, extra...)...)
 		if err != nil {

@@ -22,8 +22,10 @@ type planFlow struct {
 	opts     Options
 }
 
+// newPlanFlow makes the flow's two clusters; like newFakeFlow, its test runs in parallel.
 func newPlanFlow(t *testing.T, topics string) *planFlow {
 	t.Helper()
+	t.Parallel()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Deterministic faults of the target, injected by kfake, against the engine's exported API:
+// each runs on both write paths, the record producer (decoded records) and the batch
+// forwarder (the default), and asserts what a user would check afterwards: the remote topic
+// byte for byte, the stored positions and the offset syncs.
+
+// writePaths are the engine's two ways of writing a burst's records to the target.
+var writePaths = []struct {
+	name   string
+	decode bool
+}{{"records", true}, {"batches", false}}
+
+// topicID creates topic on the target as the engine would (parts partitions) and returns its
+// ID: produce requests from version 13 name a topic by ID only.
+func (f *fakeFlow) topicID(topic string, parts int32) [16]byte {
+	f.t.Helper()
+	f.createTopic(Target, topic, parts, nil)
+	md, err := kadm.NewClient(f.client(Target)).Metadata(context.Background(), topic)
+	if err != nil || md.Topics[topic].Err != nil {
+		f.t.Fatalf("metadata of %s: %v %v", topic, err, md.Topics[topic].Err)
+	}
+	return md.Topics[topic].ID
+}
+
+// producesTo reports whether a produce request carries records for the topic of name or id.
+func producesTo(req kmsg.Request, name string, id [16]byte) bool {
+	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+		if rt.Topic == name || rt.TopicID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// failProduce answers a produce request with code for every partition it carries, having
+// written none of them.
+func failProduce(req kmsg.Request, code int16) kmsg.Response {
+	preq := req.(*kmsg.ProduceRequest)
+	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range preq.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// assertSyncsEndAt checks that the last offset sync of each partition of topic is last->last
+// (a gapless copy), for parts partitions.
+func (f *fakeFlow) assertSyncsEndAt(topic string, parts int32, last int64) {
+	f.t.Helper()
+	syncs := f.readSyncs(topic)
+	for p := range parts {
+		ss := syncs[p]
+		if len(ss) == 0 || ss[len(ss)-1].UpstreamOffset != last || ss[len(ss)-1].DownstreamOffset != last {
+			f.t.Errorf("offset syncs of %s-%d: %+v; want %d->%d last", topic, p, ss, last, last)
+		}
+	}
+}
+
+// TestFakeRetriableProduceErrorRiddenOut: the target answers the first five produce requests
+// of the remote topic with NOT_ENOUGH_REPLICAS (retriable, nothing written), as a target
+// losing an in-sync replica does. The burst rides it out: it succeeds, the remote topic holds
+// every source record once, in order, byte for byte (no duplicate: a refused request wrote
+// nothing), and positions and the final offset syncs are at the end.
+func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
+	for _, path := range writePaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			recs := f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = path.decode
+			id := f.topicID("src.orders", 2)
+			var refused atomic.Int32
+			f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.tgt.KeepControl()
+				if !producesTo(req, "src.orders", id) || refused.Load() >= 5 {
+					return nil, nil, false
+				}
+				refused.Add(1)
+				return failProduce(req, kerr.NotEnoughReplicas.Code), nil, true
+			})
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
+			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+			}
+			if n := refused.Load(); n != 5 {
+				t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
+			}
+			f.assertCopied(recs, "src.orders")
+			pos := f.positions()
+			for p := range int32(2) {
+				if pos[TP{"orders", p}] != 29 {
+					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+				}
+			}
+			f.assertSyncsEndAt("orders", 2, 29)
+		})
+	}
+}
+
+// TestFakeProduceOutcomeUnknown: the target writes the first two produce requests of the
+// remote topic and then answers them with REQUEST_TIMED_OUT, so the engine cannot know they
+// were written. No record may be lost. Any copy sent again is a duplicate the at-least-once
+// contract allows; the idempotent producer (the engine's default, on both paths) lets the
+// target recognise the resent batch, so the count of duplicates is exactly zero. Positions and
+// offset syncs end at the last record.
+func TestFakeProduceOutcomeUnknown(t *testing.T) {
+	for _, path := range writePaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			recs := f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = path.decode
+			// kfake applies a produce faulted with REQUEST_TIMED_OUT before answering with it.
+			fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
+			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+			}
+			if n := fault.Hits(); n != 2 {
+				t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
+			}
+			got := f.readAll(Target, "src.orders")
+			seen := map[string]int{}
+			dups := 0
+			for _, r := range got {
+				if seen[string(r.Key)]++; seen[string(r.Key)] > 1 {
+					dups++
+				}
+			}
+			for _, r := range recs {
+				if seen[string(r.Key)] == 0 {
+					t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
+				}
+			}
+			if dups != 0 {
+				t.Errorf("%d duplicates on src.orders (%d records for %d), want 0: the idempotent producer's resend is recognised", dups, len(got), len(recs))
+			}
+			f.assertCopied(recs, "src.orders")
+			pos := f.positions()
+			for p := range int32(2) {
+				if pos[TP{"orders", p}] != 29 {
+					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+				}
+			}
+			f.assertSyncsEndAt("orders", 2, 29)
+		})
+	}
+}
+
+// TestFakeProduceAuthorizationFails: after a first burst copied 30 records of each partition,
+// the target refuses every produce to partition 1 of the remote topic with
+// TOPIC_AUTHORIZATION_FAILED (an ACL removed). The next burst fails with an error naming the
+// partition and the authorization failure; partition 1's stored position stays at what is on
+// the target (29), and no offset sync of partition 1 points past it; partition 0 is copied
+// to its end.
+func TestFakeProduceAuthorizationFails(t *testing.T) {
+	for _, path := range writePaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			recs := f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = path.decode
+			if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 60 {
+				t.Fatalf("first burst: %+v, %v; want 60 records", s, err)
+			}
+			recs = append(recs, f.produce("orders", 2, 30)...)
+			f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Partitions: []int32{1},
+				Err: kerr.TopicAuthorizationFailed, Count: -1})
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
+			if err == nil || s.Reason != ReasonFailed {
+				t.Fatalf("burst refused by the target: %+v, %v; want failed", s, err)
+			}
+			if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "orders-1") {
+				t.Errorf("error %q; want TOPIC_AUTHORIZATION_FAILED naming orders-1", err)
+			}
+			got := f.readAll(Target, "src.orders")
+			if n := len(inPartition(got, 1)); n != 30 {
+				t.Fatalf("orders-1 has %d records on the target, want the first burst's 30", n)
+			}
+			// Partition 0 may be stopped by the failed copy anywhere after its first 30: what
+			// it has on the target is a prefix of the source, once each.
+			got0, want0 := inPartition(got, 0), inPartition(recs, 0)
+			if len(got0) < 30 || len(got0) > len(want0) {
+				t.Fatalf("orders-0 has %d records on the target, want 30 to %d", len(got0), len(want0))
+			}
+			for i, g := range got0 {
+				if string(g.Key) != string(want0[i].Key) || string(g.Value) != string(want0[i].Value) {
+					t.Fatalf("record %d of orders-0 on the target: %q=%q, want %q=%q", i, g.Key, g.Value, want0[i].Key, want0[i].Value)
+				}
+			}
+			pos := f.positions()
+			if p := pos[TP{"orders", 1}]; p != 29 {
+				t.Errorf("position of orders-1 = %d, want 29 (the last record on the target)", p)
+			}
+			if p := pos[TP{"orders", 0}]; p < 29 || p >= int64(len(got0)) {
+				t.Errorf("position of orders-0 = %d, want 29 to %d (the records on the target)", p, len(got0)-1)
+			}
+			for _, sy := range f.readSyncs("orders")[1] {
+				if sy.UpstreamOffset > 29 || sy.DownstreamOffset > 29 {
+					t.Errorf("offset sync %+v of orders-1 past the records on the target", sy)
+				}
+			}
+		})
+	}
+}
