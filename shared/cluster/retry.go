@@ -28,7 +28,7 @@ import (
 // TLS/SASL mismatch), and every non-retriable Kafka error (authentication, authorization, an
 // invalid request). A canceled context is not retriable either.
 func Retriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || settingsMistake(err) {
+	if err == nil || errors.Is(err, context.Canceled) || SettingsMistake(err) {
 		return false
 	}
 	var (
@@ -51,10 +51,10 @@ func Retriable(err error) bool {
 		errors.Is(err, syscall.EPIPE)
 }
 
-// settingsMistake reports the network errors that come from wrong settings: TLS certificate
+// SettingsMistake reports the network errors that come from wrong settings: TLS certificate
 // and handshake failures, and a connection the broker closes on the first read (a TLS/SASL
 // mismatch).
-func settingsMistake(err error) bool {
+func SettingsMistake(err error) bool {
 	var (
 		unknownCA x509.UnknownAuthorityError
 		invalid   x509.CertificateInvalidError

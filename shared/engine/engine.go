@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -238,6 +237,11 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		src.Close()
 		return nil, fmt.Errorf("connecting to target cluster: %w", err)
 	}
+	if err := checkDialOpts(src, tgt, opts); err != nil {
+		src.Close()
+		tgt.Close()
+		return nil, err
+	}
 	e := &Engine{
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
@@ -266,18 +270,9 @@ func withClientDefaults(dial DialFunc) DialFunc {
 	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
 		return dial(ctx, side, append([]kgo.Opt{
 			kgo.MetadataMinAge(50 * time.Millisecond),
-			kgo.RetryBackoffFn(retryBackoff),
+			kgo.RetryBackoffFn(clientBackoff.delay),
 		}, extra...)...)
 	}
-}
-
-// retryBackoff is Java's client backoff: 100 ms doubling per failure up to 1 s, ±20% jitter.
-func retryBackoff(fails int) time.Duration {
-	d := time.Second
-	if fails < 5 {
-		d = 100 * time.Millisecond << max(fails-1, 0) // 100, 200, 400, 800 ms
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // Close releases the engine's clients.

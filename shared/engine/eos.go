@@ -175,10 +175,6 @@ func (r *eosRun) fenceAll(ctx context.Context, tps []TP) error {
 	return <-errs
 }
 
-// eosCommitBackoff bounds how long a partition's copy keeps starting over after a commit whose
-// outcome is unknown (a target broker restarting or hung under the EndTransaction).
-var eosCommitBackoff = cluster.DefaultBackoff
-
 // unsettledCommit is a transaction of one partition that failed with a retriable error while
 // being flushed or committed: whether it committed is unknown until a new producer with the
 // same transactional id has fenced it (which completes or aborts it) and the stored position
@@ -213,22 +209,17 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 	if !errors.As(err, &pending) {
 		return res, err
 	}
-	b := eosCommitBackoff
-	began, wait := time.Now(), b.Initial
-	for attempt := 1; ; attempt++ {
-		if time.Since(began)+wait > b.Budget {
-			return res, &cluster.RetryBudgetError{What: "exactly-once copy of " + tp.String(), Attempts: attempt, Elapsed: time.Since(began), Err: err}
+	rt := eosCommitBackoff.start()
+	for {
+		wait, ok := rt.next()
+		if !ok {
+			return res, &cluster.RetryBudgetError{What: "exactly-once copy of " + tp.String(), Attempts: rt.attempts(), Elapsed: rt.elapsed(), Err: err}
 		}
 		r.e.log.Warn("exactly-once copy: retriable error; copying again from the stored position",
-			"partition", tp.String(), "attempt", attempt, "in", wait.String(), "err", err.Error())
-		t := time.NewTimer(wait)
-		select {
-		case <-stopCtx.Done():
-			t.Stop()
+			"partition", tp.String(), "attempt", rt.attempts(), "in", wait.Round(time.Millisecond).String(), "err", err.Error())
+		if !sleep(stopCtx, wait) {
 			return res, err
-		case <-t.C:
 		}
-		wait = min(2*wait, b.Max)
 		more, aerr := r.copyAttempt(ctx, stopCtx, tp, pending)
 		res.records += more.records
 		res.bytes += more.bytes
@@ -236,7 +227,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			res.next, res.lag = more.next, more.lag
 		}
 		if more.records > 0 {
-			began, wait = time.Now(), b.Initial // progress: a later fault gets a whole budget
+			rt.reset() // progress: a later fault gets a whole budget
 		}
 		var u *unsettledCommit
 		switch {
@@ -244,7 +235,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			return res, nil
 		case errors.As(aerr, &u):
 			pending = u
-		case !cluster.Retriable(aerr) || fenced(aerr):
+		case classify(aerr) == errFatal:
 			return res, aerr
 		}
 		err = aerr
@@ -436,7 +427,7 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 		return nil
 	}
 	unsettled := func(err error) error {
-		if !cluster.Retriable(err) || fenced(err) {
+		if classify(err) == errFatal {
 			return err
 		}
 		u := &unsettledCommit{last: last, end: w.end, committed: committed, err: err, records: int64(len(chunk))}

@@ -45,13 +45,6 @@ import (
 // (docs/performance.md, session 12).
 const maxForwardPartitions = 64
 
-// forwardRetries bounds the attempts at one fetch or produce that meets a retriable error
-// (a leader moving, a broker restarting, a new partition not yet served), with
-// forwardBackoff doubling from its first value up to its last between them, and a produce
-// retry also waiting (up to the last) until the partition is served again: 10-26 s in all.
-// Then the partition goes on record by record, which waits out longer outages.
-const forwardRetries = 16
-
 // maxRequestBytes bounds the batches one produce request carries and the bytes one fetch
 // request asks for (a single batch may be larger).
 const maxRequestBytes = 512 << 10
@@ -64,8 +57,6 @@ const maxRequestBytes = 512 << 10
 // shorter in 4 of 5 pairs on 1M x 512 B (median 2.19 s against 2.33 s) and 3 of 5 on
 // 200k x 4 KiB, at the same CPU.
 const forwardBudgetFactor = 2
-
-var forwardBackoff = [2]time.Duration{10 * time.Millisecond, time.Second}
 
 // forwarding reports whether a burst over partitions forwards batches where it can.
 func (e *Engine) forwarding(bo BurstOptions, reuse bool, partitions int) bool {
@@ -753,7 +744,7 @@ func (f *forwarder) produce(ctx context.Context, p *fwdPartition, b recordbatch.
 		return err
 	}, func(ctx context.Context) {
 		// The next try says what is wrong if the wait did not end well.
-		if l, err := f.served.wait(ctx, p.remoteKey(), -1, true, forwardBackoff[1]); err == nil {
+		if l, err := f.served.wait(ctx, p.remoteKey(), -1, true, forwardBackoff.max); err == nil {
 			p.dstLeader = l
 		}
 	})
@@ -880,33 +871,12 @@ func (l *lanes) run(broker int32, ch chan *laneCall) {
 	}
 }
 
-// retry runs do until it succeeds, fails with an error that is not retriable, ctx ends or
-// forwardRetries attempts failed; before each retry it calls refresh (a leader may have moved).
+// retry runs do under forwardBackoff until it succeeds, fails with an error that is fatal
+// (classify), or ctx ends; before each retry it calls refresh (a leader may have moved). An
+// error whose outcome is unknown is retried too: a fetch reads only, and a produce sends the
+// same batch with the same sequence, which the broker answers instead of writing it twice.
 func (f *forwarder) retry(ctx context.Context, do func() error, refresh func(context.Context)) error {
-	backoff := forwardBackoff[0]
-	for attempt := 1; ; attempt++ {
-		err := do()
-		if err == nil || ctx.Err() != nil || attempt == forwardRetries || !retriable(err) {
-			return err
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return err
-		}
-		backoff = min(2*backoff, forwardBackoff[1])
-		refresh(ctx)
-	}
-}
-
-// retriable reports whether a forwarder request that failed with err may be sent again: a
-// retriable Kafka error, or the connection's (a broker restarting).
-func retriable(err error) bool {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return forwardBackoff.retry(ctx, do, func(c errClass) bool { return c != errFatal }, refresh)
 }
 
 // sourceLeader looks up the leader of the source topic's partition (the target's are the

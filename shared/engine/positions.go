@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -247,15 +246,14 @@ func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[
 // it uses the last stable offset as the end (what a read_committed consumer can reach).
 // Transient errors (a topic just created, a leader moving) are retried for a few seconds.
 func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
-	for attempt := 0; ; attempt++ {
+	b := clientBackoff
+	b.tries = 50
+	err = b.retry(ctx, func() error {
 		starts, ends, err = cluster.ListOffsets(ctx, adm, committed, topics...)
-		if err == nil || attempt >= 50 || !kerr.IsRetriable(err) {
-			return starts, ends, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, err
-		case <-time.After(100 * time.Millisecond):
-		}
+		return err
+	}, nil, nil)
+	if err != nil {
+		return nil, nil, err
 	}
+	return starts, ends, nil
 }
