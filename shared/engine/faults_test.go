@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -65,6 +66,27 @@ func failProduce(req kmsg.Request, code int16) kmsg.Response {
 	return resp
 }
 
+// burstCopiesAll runs a burst of the flow's 2-partition topic orders, holding recs (30 per
+// partition), and checks it copied every record once, byte for byte, with positions and the
+// final offset syncs at the last record. check runs between the burst and the assertions on
+// the target (the test's own check that its fault happened).
+func (f *fakeFlow) burstCopiesAll(recs []*kgo.Record, check func()) {
+	f.t.Helper()
+	s, err := f.engine().Burst(context.Background(), BurstOptions{})
+	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+		f.t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	}
+	check()
+	f.assertCopied(recs, "src.orders")
+	pos := f.positions()
+	for p := range int32(2) {
+		if pos[TP{"orders", p}] != 29 {
+			f.t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+		}
+	}
+	f.assertSyncsEndAt("orders", 2, 29)
+}
+
 // assertSyncsEndAt checks that the last offset sync of each partition of topic is last->last
 // (a gapless copy), for parts partitions.
 func (f *fakeFlow) assertSyncsEndAt(topic string, parts int32, last int64) {
@@ -99,21 +121,11 @@ func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
 				refused.Add(1)
 				return failProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 			})
-			s, err := f.engine().Burst(context.Background(), BurstOptions{})
-			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
-			}
-			if n := refused.Load(); n != 5 {
-				t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
-			}
-			f.assertCopied(recs, "src.orders")
-			pos := f.positions()
-			for p := range int32(2) {
-				if pos[TP{"orders", p}] != 29 {
-					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+			f.burstCopiesAll(recs, func() {
+				if n := refused.Load(); n != 5 {
+					t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
 				}
-			}
-			f.assertSyncsEndAt("orders", 2, 29)
+			})
 		})
 	}
 }
@@ -132,37 +144,27 @@ func TestFakeProduceOutcomeUnknown(t *testing.T) {
 			f.opts.DecodeRecords = path.decode
 			// kfake applies a produce faulted with REQUEST_TIMED_OUT before answering with it.
 			fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
-			s, err := f.engine().Burst(context.Background(), BurstOptions{})
-			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
-			}
-			if n := fault.Hits(); n != 2 {
-				t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
-			}
-			got := f.readAll(Target, "src.orders")
-			seen := map[string]int{}
-			dups := 0
-			for _, r := range got {
-				if seen[string(r.Key)]++; seen[string(r.Key)] > 1 {
-					dups++
+			f.burstCopiesAll(recs, func() {
+				if n := fault.Hits(); n != 2 {
+					t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
 				}
-			}
-			for _, r := range recs {
-				if seen[string(r.Key)] == 0 {
-					t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
+				got := f.readAll(Target, "src.orders")
+				seen := map[string]int{}
+				dups := 0
+				for _, r := range got {
+					if seen[string(r.Key)]++; seen[string(r.Key)] > 1 {
+						dups++
+					}
 				}
-			}
-			if dups != 0 {
-				t.Errorf("%d duplicates on src.orders (%d records for %d), want 0: the idempotent producer's resend is recognised", dups, len(got), len(recs))
-			}
-			f.assertCopied(recs, "src.orders")
-			pos := f.positions()
-			for p := range int32(2) {
-				if pos[TP{"orders", p}] != 29 {
-					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+				for _, r := range recs {
+					if seen[string(r.Key)] == 0 {
+						t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
+					}
 				}
-			}
-			f.assertSyncsEndAt("orders", 2, 29)
+				if dups != 0 {
+					t.Errorf("%d duplicates on src.orders (%d records for %d), want 0: the idempotent producer's resend is recognised", dups, len(got), len(recs))
+				}
+			})
 		})
 	}
 }
