@@ -35,20 +35,41 @@ type fakeFlow struct {
 	logs     *lineCounter
 	extra    []kgo.Opt // options of every client the engine dials
 	srcExtra []kgo.Opt // options of every source client the engine dials
+	tgtExtra []kgo.Opt // options of every target client the engine dials
 }
 
-// lineCounter is a slog.Handler counting messages (and keeping them for failure output).
+// lineCounter is a slog.Handler counting messages (and keeping them, with their attributes,
+// for failure output).
 type lineCounter struct {
 	mu    sync.Mutex
-	lines []string
+	lines []string // messages
+	attrs []string // each message's attributes, as key=value ...
 }
 
 func (l *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
 func (l *lineCounter) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, "%s=%v ", a.Key, a.Value)
+		return true
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, r.Message)
+	l.attrs = append(l.attrs, b.String())
 	return nil
+}
+
+// logged reports whether a message msg was logged with attributes containing sub.
+func (l *lineCounter) logged(msg, sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, m := range l.lines {
+		if m == msg && strings.Contains(l.attrs[i], sub) {
+			return true
+		}
+	}
+	return false
 }
 func (l *lineCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *lineCounter) WithGroup(string) slog.Handler      { return l }
@@ -108,7 +129,7 @@ func (f *fakeFlow) bootstrap(side Side) string {
 func (f *fakeFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
 	c, own := f.src, f.srcExtra
 	if side == Target {
-		c, own = f.tgt, nil
+		c, own = f.tgt, f.tgtExtra
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, f.extra...)
 	opts = append(opts, own...)

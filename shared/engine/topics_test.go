@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,36 +34,43 @@ func remoteConfig(t *testing.T, bootstrap, topic, key string) (string, bool) {
 
 // TestTopicConfigs: non-default source configs are copied at creation except excluded ones
 // (message.timestamp.type); with SyncTopicConfigs a changed source config reaches the remote
-// topic and a config reset on the source is reset on the target.
+// topic and a config reset on the source is reset on the target. On kfake (it reports a
+// topic's own configs as DYNAMIC_TOPIC_CONFIG, as Kafka does).
 func TestTopicConfigs(t *testing.T) {
-	c := testkit.Require(t)
-	src := c.Source.Bootstrap
-	topic := testkit.CreateTopic(t, src, testkit.Name(t, "cfg"), 1, map[string]*string{
+	f := newFakeFlow(t, nil)
+	f.createTopic(Source, "cfg", 1, map[string]*string{
 		"retention.ms": strp("86400000"), "message.timestamp.type": strp("LogAppendTime"), "max.message.bytes": strp("500000"),
 	})
-	f := newFlow(t, topic)
 	f.opts.SyncTopicConfigs = true
-	f.burst(BurstOptions{})
-	remote := f.remote(topic)
-	if v, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "retention.ms"); v != "86400000" || !dyn {
+	ctx := context.Background()
+	burst := func() {
+		t.Helper()
+		if s, err := f.engine().Burst(ctx, BurstOptions{}); err != nil {
+			t.Fatalf("burst: %v (%+v)", err, s)
+		}
+	}
+	burst()
+	tgt := f.bootstrap(Target)
+	if v, dyn := remoteConfig(t, tgt, "src.cfg", "retention.ms"); v != "86400000" || !dyn {
 		t.Errorf("remote retention.ms = %q (dynamic %v), want 86400000", v, dyn)
 	}
-	if _, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "message.timestamp.type"); dyn {
+	if _, dyn := remoteConfig(t, tgt, "src.cfg", "message.timestamp.type"); dyn {
 		t.Error("message.timestamp.type was copied; MM2 excludes it by default")
 	}
-
-	adm := testkit.Admin(t, src)
-	if _, err := adm.AlterTopicConfigs(testkit.Context(t, 10*time.Second), []kadm.AlterConfig{
+	if _, dyn := remoteConfig(t, tgt, "src.cfg", "max.message.bytes"); !dyn {
+		t.Error("max.message.bytes was not copied at creation")
+	}
+	if _, err := kadm.NewClient(f.client(Source)).AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "retention.ms", Value: strp("172800000")},
 		{Op: kadm.DeleteConfig, Name: "max.message.bytes"},
-	}, topic); err != nil {
+	}, "cfg"); err != nil {
 		t.Fatal(err)
 	}
-	f.burst(BurstOptions{})
-	if v, _ := remoteConfig(t, c.Target.Bootstrap, remote, "retention.ms"); v != "172800000" {
+	burst()
+	if v, _ := remoteConfig(t, tgt, "src.cfg", "retention.ms"); v != "172800000" {
 		t.Errorf("after sync remote retention.ms = %q, want 172800000", v)
 	}
-	if _, dyn := remoteConfig(t, c.Target.Bootstrap, remote, "max.message.bytes"); dyn {
+	if _, dyn := remoteConfig(t, tgt, "src.cfg", "max.message.bytes"); dyn {
 		t.Error("max.message.bytes reset on the source is still set on the remote topic")
 	}
 }
