@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/mm2"
 )
 
@@ -108,6 +109,58 @@ func newFakeFlow(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *fake
 	}
 	f.opts = Options{SourceAlias: "src", TargetAlias: "tgt", OffsetStoragePartitions: 5}
 	return f
+}
+
+// newPlanFlow is a fakeFlow (without topics) whose flow selects the source topics topics.
+func newPlanFlow(t *testing.T, topics string) *fakeFlow {
+	t.Helper()
+	f := newFakeFlow(t, nil)
+	flt, err := filter.Topics(topics, filter.DefaultTopicsExclude)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.opts.Topics = flt
+	return f
+}
+
+// admin returns an admin client of one side.
+func (f *fakeFlow) admin(side Side) *kadm.Client { return kadm.NewClient(f.client(side)) }
+
+// produceTo writes n records of value "v" to topic's partition p on the source.
+func (f *fakeFlow) produceTo(topic string, p int32, n int) {
+	f.t.Helper()
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// burstWith runs a burst of e and fails the test if it fails.
+func (f *fakeFlow) burstWith(e *Engine) Summary {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := e.Burst(ctx, BurstOptions{})
+	if err != nil {
+		f.t.Fatalf("burst: %v", err)
+	}
+	return s
+}
+
+// plan returns e's plan and fails the test if it cannot be made.
+func (f *fakeFlow) plan(e *Engine) *Plan {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pl, err := e.Plan(ctx)
+	if err != nil {
+		f.t.Fatalf("plan: %v", err)
+	}
+	return pl
 }
 
 // createTopic creates topic on side with parts partitions and the topic configs cfg.

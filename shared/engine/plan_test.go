@@ -7,109 +7,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/policy"
 	"github.com/mm2go/mm2go/test/testkit"
 )
-
-// planFlow is a flow between two kfake clusters: planning and copy rules without brokers.
-type planFlow struct {
-	t        *testing.T
-	src, tgt *kfake.Cluster
-	opts     Options
-}
-
-// newPlanFlow makes the flow's two clusters; like newFakeFlow, its test runs in parallel.
-func newPlanFlow(t *testing.T, topics string) *planFlow {
-	t.Helper()
-	t.Parallel()
-	src, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.Close)
-	tgt, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tgt.Close)
-	flt, err := filter.Topics(topics, filter.DefaultTopicsExclude)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &planFlow{t: t, src: src, tgt: tgt, opts: Options{SourceAlias: "src", TargetAlias: "tgt", Topics: flt, OffsetStoragePartitions: 5}}
-}
-
-func (f *planFlow) dial(_ context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
-	c := f.src
-	if side == Target {
-		c = f.tgt
-	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, extra...)...)
-}
-
-func (f *planFlow) engine() *Engine {
-	f.t.Helper()
-	e, err := New(context.Background(), f.opts, f.dial, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(e.Close)
-	return e
-}
-
-// admin returns an admin client of one side.
-func (f *planFlow) admin(side Side) *kadm.Client {
-	f.t.Helper()
-	cl, err := f.dial(context.Background(), side)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
-// produce writes n records to topic's partition p on the source.
-func (f *planFlow) produce(topic string, p int32, n int) {
-	f.t.Helper()
-	cl, err := f.dial(context.Background(), Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *planFlow) burst(e *Engine) Summary {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := e.Burst(ctx, BurstOptions{})
-	if err != nil {
-		f.t.Fatalf("burst: %v", err)
-	}
-	return s
-}
-
-func (f *planFlow) plan(e *Engine) *Plan {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pl, err := e.Plan(ctx)
-	if err != nil {
-		f.t.Fatalf("plan: %v", err)
-	}
-	return pl
-}
 
 // TestPlanPartitionRules: where a partition's copy starts and ends, and which gaps it reports.
 func TestPlanPartitionRules(t *testing.T) {
@@ -206,8 +109,8 @@ func TestPlanThenBurst(t *testing.T) {
 	if err := f.tgt.CreateTopic("src.pays", 1, nil); err != nil { // fewer partitions, default retention
 		t.Fatal(err)
 	}
-	f.produce("orders", 0, 7)
-	f.produce("pays", 2, 4)
+	f.produceTo("orders", 0, 7)
+	f.produceTo("pays", 2, 4)
 	e := f.engine()
 	pl := f.plan(e)
 	if len(pl.Topics) != 2 {
@@ -231,7 +134,7 @@ func TestPlanThenBurst(t *testing.T) {
 		t.Errorf("copies %v", copies)
 	}
 
-	s := f.burst(e)
+	s := f.burstWith(e)
 	if s.Records != 11 || len(s.Gaps) != 0 {
 		t.Fatalf("burst: %+v", s)
 	}
@@ -285,7 +188,7 @@ func TestPlanEndIsLastStableOffset(t *testing.T) {
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.produce("orders", 0, 3)
+	f.produceTo("orders", 0, 3)
 	txn, err := f.dial(ctx, Source, kgo.TransactionalID("open"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +200,7 @@ func TestPlanEndIsLastStableOffset(t *testing.T) {
 	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("open")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	f.produce("orders", 0, 2)
+	f.produceTo("orders", 0, 2)
 	for _, tc := range []struct {
 		committed bool
 		end       int64
@@ -366,12 +269,12 @@ func TestBurstReportsDeletedRecords(t *testing.T) {
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.produce("orders", 0, 10)
+	f.produceTo("orders", 0, 10)
 	e := f.engine()
-	if s := f.burst(e); s.Records != 10 {
+	if s := f.burstWith(e); s.Records != 10 {
 		t.Fatalf("first burst: %+v", s)
 	}
-	f.produce("orders", 0, 10)
+	f.produceTo("orders", 0, 10)
 	resp, err := f.admin(Source).DeleteRecords(ctx, kadm.Offsets{"orders": {0: {Topic: "orders", Partition: 0, At: 15, LeaderEpoch: -1}}})
 	if err == nil {
 		err = resp.Error()
@@ -384,11 +287,11 @@ func TestBurstReportsDeletedRecords(t *testing.T) {
 	if len(pl.Partitions) != 1 || pl.Partitions[0].Gap == nil || *pl.Partitions[0].Gap != want {
 		t.Fatalf("plan: %+v", pl.Partitions)
 	}
-	s := f.burst(e)
+	s := f.burstWith(e)
 	if s.Records != 5 || len(s.Gaps) != 1 || s.Gaps[0] != want {
 		t.Fatalf("second burst: records %d gaps %+v, want 5 and %+v", s.Records, s.Gaps, want)
 	}
-	if s = f.burst(e); len(s.Gaps) != 0 || s.Records != 0 {
+	if s = f.burstWith(e); len(s.Gaps) != 0 || s.Records != 0 {
 		t.Fatalf("third burst: %+v", s)
 	}
 }
@@ -401,9 +304,9 @@ func TestNoOffsetSyncs(t *testing.T) {
 	if err := f.src.CreateTopic("orders", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.produce("orders", 0, 300)
+	f.produceTo("orders", 0, 300)
 	e := f.engine()
-	if s := f.burst(e); s.Records != 300 {
+	if s := f.burstWith(e); s.Records != 300 {
 		t.Fatalf("burst: %+v", s)
 	}
 	ctx := context.Background()
