@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/mm2go/mm2go/shared/mm2"
 )
 
 // Deterministic faults of the target, injected by kfake, against the engine's exported API:
@@ -221,6 +223,92 @@ func TestFakeProduceAuthorizationFails(t *testing.T) {
 					t.Errorf("offset sync %+v of orders-1 past the records on the target", sy)
 				}
 			}
+		})
+	}
+}
+
+// producedRecords counts the records a produce request carries for the topic of name or id.
+func producedRecords(t testing.TB, req kmsg.Request, name string, id [16]byte) int {
+	n := 0
+	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+		if rt.Topic != name && rt.TopicID != id {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			for b := rp.Records; len(b) > 0; {
+				var batch kmsg.RecordBatch
+				if err := batch.ReadFrom(b); err != nil {
+					t.Errorf("undecodable batch in a produce request: %v", err)
+					return n
+				}
+				n += int(batch.NumRecords)
+				b = b[12+int(batch.Length):]
+			}
+		}
+	}
+	return n
+}
+
+// TestFakeProduceOutcomeUnknownWithoutIdempotence: as TestFakeProduceOutcomeUnknown, with the
+// user's producer not idempotent (producer.enable.idempotence=false), so the target cannot
+// recognise a resent batch. No record is lost, and the duplicates are exactly the records of
+// the two requests written whose answer was an error (each was sent once more); positions end
+// at the last record and every offset sync maps a source record to one of its copies.
+func TestFakeProduceOutcomeUnknownWithoutIdempotence(t *testing.T) {
+	for _, path := range writePaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			recs := f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = path.decode
+			f.tgtExtra = []kgo.Opt{kgo.DisableIdempotentWrite()}
+			id := f.topicID("src.orders", 2)
+			// The control sees every produce request before the fault does, in the same
+			// order: the first two of the remote topic are the faulted ones.
+			var seen, faulted atomic.Int32
+			f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.tgt.KeepControl()
+				if producesTo(req, "src.orders", id) && seen.Add(1) <= 2 {
+					faulted.Add(int32(producedRecords(t, req, "src.orders", id)))
+				}
+				return nil, nil, false
+			})
+			fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
+			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+			}
+			if n := fault.Hits(); n != 2 || faulted.Load() == 0 {
+				t.Fatalf("%d produce requests (%d records) written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n, faulted.Load())
+			}
+			got := f.readAll(Target, "src.orders")
+			copies := map[string]int{}
+			for _, r := range got {
+				copies[string(r.Key)]++
+			}
+			for _, r := range recs {
+				if copies[string(r.Key)] == 0 {
+					t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
+				}
+			}
+			t.Logf("%d records on the target for %d: %d in the two requests answered with an error", len(got), len(recs), faulted.Load())
+			if dups := len(got) - len(recs); dups != int(faulted.Load()) {
+				t.Errorf("%d duplicates on src.orders, want %d: the records of the two requests answered with an error, sent once more", dups, faulted.Load())
+			}
+			pos := f.positions()
+			for p := range int32(2) {
+				if pos[TP{"orders", p}] != 29 {
+					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+				}
+			}
+			syncs := f.readSyncs("orders")
+			var all []mm2.OffsetSync
+			for p := range int32(2) {
+				if ss := syncs[p]; len(ss) == 0 || ss[len(ss)-1].UpstreamOffset != 29 {
+					t.Errorf("offset syncs of orders-%d: %+v; want 29 last", p, ss)
+				}
+				all = append(all, syncs[p]...)
+			}
+			assertSyncsPointAtCopies(t, all, "orders", recs, got)
 		})
 	}
 }
