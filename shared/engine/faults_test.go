@@ -21,11 +21,22 @@ import (
 // forwarder (the default), and asserts what a user would check afterwards: the remote topic
 // byte for byte, the stored positions and the offset syncs.
 
-// writePaths are the engine's two ways of writing a burst's records to the target.
-var writePaths = []struct {
-	name   string
-	decode bool
-}{{"records", true}, {"batches", false}}
+// onWritePaths runs test as two parallel subtests, one per way the engine writes a burst's
+// records to the target: the record producer ("records") and the batch forwarder
+// ("batches"). Each gets a flow whose source topic orders has 2 partitions of 30 records.
+func onWritePaths(t *testing.T, test func(t *testing.T, f *fakeFlow, recs []*kgo.Record)) {
+	for _, path := range []struct {
+		name   string
+		decode bool
+	}{{"records", true}, {"batches", false}} {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			recs := f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = path.decode
+			test(t, f, recs)
+		})
+	}
+}
 
 // topicID creates topic on the target as the engine would (parts partitions) and returns its
 // ID: produce requests from version 13 name a topic by ID only.
@@ -108,28 +119,23 @@ func (f *fakeFlow) assertSyncsEndAt(topic string, parts int32, last int64) {
 // every source record once, in order, byte for byte (no duplicate: a refused request wrote
 // nothing), and positions and the final offset syncs are at the end.
 func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
-	for _, path := range writePaths {
-		t.Run(path.name, func(t *testing.T) {
-			f := newFakeFlow(t, map[string]int32{"orders": 2})
-			recs := f.produce("orders", 2, 30)
-			f.opts.DecodeRecords = path.decode
-			id := f.topicID("src.orders", 2)
-			var refused atomic.Int32
-			f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-				f.tgt.KeepControl()
-				if !producesTo(req, "src.orders", id) || refused.Load() >= 5 {
-					return nil, nil, false
-				}
-				refused.Add(1)
-				return failProduce(req, kerr.NotEnoughReplicas.Code), nil, true
-			})
-			f.burstCopiesAll(recs, func() {
-				if n := refused.Load(); n != 5 {
-					t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
-				}
-			})
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+		id := f.topicID("src.orders", 2)
+		var refused atomic.Int32
+		f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			f.tgt.KeepControl()
+			if !producesTo(req, "src.orders", id) || refused.Load() >= 5 {
+				return nil, nil, false
+			}
+			refused.Add(1)
+			return failProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 		})
-	}
+		f.burstCopiesAll(recs, func() {
+			if n := refused.Load(); n != 5 {
+				t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
+			}
+		})
+	})
 }
 
 // TestFakeProduceOutcomeUnknown: the target writes the first two produce requests of the
@@ -139,36 +145,31 @@ func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
 // target recognise the resent batch, so the count of duplicates is exactly zero. Positions and
 // offset syncs end at the last record.
 func TestFakeProduceOutcomeUnknown(t *testing.T) {
-	for _, path := range writePaths {
-		t.Run(path.name, func(t *testing.T) {
-			f := newFakeFlow(t, map[string]int32{"orders": 2})
-			recs := f.produce("orders", 2, 30)
-			f.opts.DecodeRecords = path.decode
-			// kfake applies a produce faulted with REQUEST_TIMED_OUT before answering with it.
-			fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
-			f.burstCopiesAll(recs, func() {
-				if n := fault.Hits(); n != 2 {
-					t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+		// kfake applies a produce faulted with REQUEST_TIMED_OUT before answering with it.
+		fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
+		f.burstCopiesAll(recs, func() {
+			if n := fault.Hits(); n != 2 {
+				t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
+			}
+			got := f.readAll(Target, "src.orders")
+			seen := map[string]int{}
+			dups := 0
+			for _, r := range got {
+				if seen[string(r.Key)]++; seen[string(r.Key)] > 1 {
+					dups++
 				}
-				got := f.readAll(Target, "src.orders")
-				seen := map[string]int{}
-				dups := 0
-				for _, r := range got {
-					if seen[string(r.Key)]++; seen[string(r.Key)] > 1 {
-						dups++
-					}
+			}
+			for _, r := range recs {
+				if seen[string(r.Key)] == 0 {
+					t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
 				}
-				for _, r := range recs {
-					if seen[string(r.Key)] == 0 {
-						t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
-					}
-				}
-				if dups != 0 {
-					t.Errorf("%d duplicates on src.orders (%d records for %d), want 0: the idempotent producer's resend is recognised", dups, len(got), len(recs))
-				}
-			})
+			}
+			if dups != 0 {
+				t.Errorf("%d duplicates on src.orders (%d records for %d), want 0: the idempotent producer's resend is recognised", dups, len(got), len(recs))
+			}
 		})
-	}
+	})
 }
 
 // TestFakeProduceAuthorizationFails: after a first burst copied 30 records of each partition,
@@ -178,53 +179,48 @@ func TestFakeProduceOutcomeUnknown(t *testing.T) {
 // the target (29), and no offset sync of partition 1 points past it; partition 0 is copied
 // to its end.
 func TestFakeProduceAuthorizationFails(t *testing.T) {
-	for _, path := range writePaths {
-		t.Run(path.name, func(t *testing.T) {
-			f := newFakeFlow(t, map[string]int32{"orders": 2})
-			recs := f.produce("orders", 2, 30)
-			f.opts.DecodeRecords = path.decode
-			if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 60 {
-				t.Fatalf("first burst: %+v, %v; want 60 records", s, err)
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+		if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 60 {
+			t.Fatalf("first burst: %+v, %v; want 60 records", s, err)
+		}
+		recs = append(recs, f.produce("orders", 2, 30)...)
+		f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Partitions: []int32{1},
+			Err: kerr.TopicAuthorizationFailed, Count: -1})
+		s, err := f.engine().Burst(context.Background(), BurstOptions{})
+		if err == nil || s.Reason != ReasonFailed {
+			t.Fatalf("burst refused by the target: %+v, %v; want failed", s, err)
+		}
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "orders-1") {
+			t.Errorf("error %q; want TOPIC_AUTHORIZATION_FAILED naming orders-1", err)
+		}
+		got := f.readAll(Target, "src.orders")
+		if n := len(inPartition(got, 1)); n != 30 {
+			t.Fatalf("orders-1 has %d records on the target, want the first burst's 30", n)
+		}
+		// Partition 0 may be stopped by the failed copy anywhere after its first 30: what
+		// it has on the target is a prefix of the source, once each.
+		got0, want0 := inPartition(got, 0), inPartition(recs, 0)
+		if len(got0) < 30 || len(got0) > len(want0) {
+			t.Fatalf("orders-0 has %d records on the target, want 30 to %d", len(got0), len(want0))
+		}
+		for i, g := range got0 {
+			if string(g.Key) != string(want0[i].Key) || string(g.Value) != string(want0[i].Value) {
+				t.Fatalf("record %d of orders-0 on the target: %q=%q, want %q=%q", i, g.Key, g.Value, want0[i].Key, want0[i].Value)
 			}
-			recs = append(recs, f.produce("orders", 2, 30)...)
-			f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Partitions: []int32{1},
-				Err: kerr.TopicAuthorizationFailed, Count: -1})
-			s, err := f.engine().Burst(context.Background(), BurstOptions{})
-			if err == nil || s.Reason != ReasonFailed {
-				t.Fatalf("burst refused by the target: %+v, %v; want failed", s, err)
+		}
+		pos := f.positions()
+		if p := pos[TP{"orders", 1}]; p != 29 {
+			t.Errorf("position of orders-1 = %d, want 29 (the last record on the target)", p)
+		}
+		if p := pos[TP{"orders", 0}]; p < 29 || p >= int64(len(got0)) {
+			t.Errorf("position of orders-0 = %d, want 29 to %d (the records on the target)", p, len(got0)-1)
+		}
+		for _, sy := range f.readSyncs("orders")[1] {
+			if sy.UpstreamOffset > 29 || sy.DownstreamOffset > 29 {
+				t.Errorf("offset sync %+v of orders-1 past the records on the target", sy)
 			}
-			if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "orders-1") {
-				t.Errorf("error %q; want TOPIC_AUTHORIZATION_FAILED naming orders-1", err)
-			}
-			got := f.readAll(Target, "src.orders")
-			if n := len(inPartition(got, 1)); n != 30 {
-				t.Fatalf("orders-1 has %d records on the target, want the first burst's 30", n)
-			}
-			// Partition 0 may be stopped by the failed copy anywhere after its first 30: what
-			// it has on the target is a prefix of the source, once each.
-			got0, want0 := inPartition(got, 0), inPartition(recs, 0)
-			if len(got0) < 30 || len(got0) > len(want0) {
-				t.Fatalf("orders-0 has %d records on the target, want 30 to %d", len(got0), len(want0))
-			}
-			for i, g := range got0 {
-				if string(g.Key) != string(want0[i].Key) || string(g.Value) != string(want0[i].Value) {
-					t.Fatalf("record %d of orders-0 on the target: %q=%q, want %q=%q", i, g.Key, g.Value, want0[i].Key, want0[i].Value)
-				}
-			}
-			pos := f.positions()
-			if p := pos[TP{"orders", 1}]; p != 29 {
-				t.Errorf("position of orders-1 = %d, want 29 (the last record on the target)", p)
-			}
-			if p := pos[TP{"orders", 0}]; p < 29 || p >= int64(len(got0)) {
-				t.Errorf("position of orders-0 = %d, want 29 to %d (the records on the target)", p, len(got0)-1)
-			}
-			for _, sy := range f.readSyncs("orders")[1] {
-				if sy.UpstreamOffset > 29 || sy.DownstreamOffset > 29 {
-					t.Errorf("offset sync %+v of orders-1 past the records on the target", sy)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // producedRecords counts the records a produce request carries for the topic of name or id.
@@ -255,60 +251,55 @@ func producedRecords(t testing.TB, req kmsg.Request, name string, id [16]byte) i
 // the two requests written whose answer was an error (each was sent once more); positions end
 // at the last record and every offset sync maps a source record to one of its copies.
 func TestFakeProduceOutcomeUnknownWithoutIdempotence(t *testing.T) {
-	for _, path := range writePaths {
-		t.Run(path.name, func(t *testing.T) {
-			f := newFakeFlow(t, map[string]int32{"orders": 2})
-			recs := f.produce("orders", 2, 30)
-			f.opts.DecodeRecords = path.decode
-			f.tgtExtra = []kgo.Opt{kgo.DisableIdempotentWrite()}
-			id := f.topicID("src.orders", 2)
-			// The control sees every produce request before the fault does, in the same
-			// order: the first two of the remote topic are the faulted ones.
-			var seen, faulted atomic.Int32
-			f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-				f.tgt.KeepControl()
-				if producesTo(req, "src.orders", id) && seen.Add(1) <= 2 {
-					faulted.Add(int32(producedRecords(t, req, "src.orders", id)))
-				}
-				return nil, nil, false
-			})
-			fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
-			s, err := f.engine().Burst(context.Background(), BurstOptions{})
-			if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-				t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+		f.tgtExtra = []kgo.Opt{kgo.DisableIdempotentWrite()}
+		id := f.topicID("src.orders", 2)
+		// The control sees every produce request before the fault does, in the same
+		// order: the first two of the remote topic are the faulted ones.
+		var seen, faulted atomic.Int32
+		f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			f.tgt.KeepControl()
+			if producesTo(req, "src.orders", id) && seen.Add(1) <= 2 {
+				faulted.Add(int32(producedRecords(t, req, "src.orders", id)))
 			}
-			if n := fault.Hits(); n != 2 || faulted.Load() == 0 {
-				t.Fatalf("%d produce requests (%d records) written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n, faulted.Load())
-			}
-			got := f.readAll(Target, "src.orders")
-			copies := map[string]int{}
-			for _, r := range got {
-				copies[string(r.Key)]++
-			}
-			for _, r := range recs {
-				if copies[string(r.Key)] == 0 {
-					t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
-				}
-			}
-			t.Logf("%d records on the target for %d: %d in the two requests answered with an error", len(got), len(recs), faulted.Load())
-			if dups := len(got) - len(recs); dups != int(faulted.Load()) {
-				t.Errorf("%d duplicates on src.orders, want %d: the records of the two requests answered with an error, sent once more", dups, faulted.Load())
-			}
-			pos := f.positions()
-			for p := range int32(2) {
-				if pos[TP{"orders", p}] != 29 {
-					t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
-				}
-			}
-			syncs := f.readSyncs("orders")
-			var all []mm2.OffsetSync
-			for p := range int32(2) {
-				if ss := syncs[p]; len(ss) == 0 || ss[len(ss)-1].UpstreamOffset != 29 {
-					t.Errorf("offset syncs of orders-%d: %+v; want 29 last", p, ss)
-				}
-				all = append(all, syncs[p]...)
-			}
-			assertSyncsPointAtCopies(t, all, "orders", recs, got)
+			return nil, nil, false
 		})
-	}
+		fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
+		s, err := f.engine().Burst(context.Background(), BurstOptions{})
+		if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+			t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+		}
+		if n := fault.Hits(); n != 2 || faulted.Load() == 0 {
+			t.Fatalf("%d produce requests (%d records) written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n, faulted.Load())
+		}
+		got := f.readAll(Target, "src.orders")
+		copies := map[string]int{}
+		for _, r := range got {
+			copies[string(r.Key)]++
+		}
+		for _, r := range recs {
+			if copies[string(r.Key)] == 0 {
+				t.Errorf("record %q (orders-%d offset %d) lost", r.Key, r.Partition, r.Offset)
+			}
+		}
+		t.Logf("%d records on the target for %d: %d in the two requests answered with an error", len(got), len(recs), faulted.Load())
+		if dups := len(got) - len(recs); dups != int(faulted.Load()) {
+			t.Errorf("%d duplicates on src.orders, want %d: the records of the two requests answered with an error, sent once more", dups, faulted.Load())
+		}
+		pos := f.positions()
+		for p := range int32(2) {
+			if pos[TP{"orders", p}] != 29 {
+				t.Errorf("position of orders-%d = %d, want 29", p, pos[TP{"orders", p}])
+			}
+		}
+		syncs := f.readSyncs("orders")
+		var all []mm2.OffsetSync
+		for p := range int32(2) {
+			if ss := syncs[p]; len(ss) == 0 || ss[len(ss)-1].UpstreamOffset != 29 {
+				t.Errorf("offset syncs of orders-%d: %+v; want 29 last", p, ss)
+			}
+			all = append(all, syncs[p]...)
+		}
+		assertSyncsPointAtCopies(t, all, "orders", recs, got)
+	})
 }
