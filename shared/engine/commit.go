@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // When positions are stored: the one place that decides it.
 //
@@ -16,7 +13,8 @@ const (
 	positionFlushBytes    = 8 << 20
 )
 
-// commitReason is why an at-least-once copy stores its positions (copier.commit).
+// commitReason is why an at-least-once copy stores its positions (a committer cycle,
+// committer.commit).
 type commitReason int
 
 const (
@@ -57,16 +55,6 @@ func (p *commitPolicy) due(acked int64) bool {
 	}
 	p.last, p.acked = time.Now(), acked
 	return true
-}
-
-// commit stores the position of every partition that advanced (writePositions) for why; on
-// commitTick it also sends the pending offset syncs, and returns their error.
-func (c *copier) commit(ctx context.Context, why commitReason) error {
-	c.writePositions(ctx)
-	if why != commitTick {
-		return nil
-	}
-	return c.syncs.send(ctx, false)
 }
 
 // refreshPositions reports whether bursts store the unchanged positions of idle partitions

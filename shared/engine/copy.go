@@ -93,78 +93,25 @@ func (e *Engine) producerBufferedBytes() int {
 // budget) normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
 const maxBufferedRecords = 1 << 17
 
-// partState tracks one partition of an at-least-once copy.
-//
-// Ownership: w, ctx and ack are set before the state is shared and never change (w is the
-// plan; where a copy goes on after forwarding is next). done is the
-// fetch loop's (group callbacks change it under copier.mu while the loop waits in a poll).
-// Everything under mu is shared by the fetch loop (track) and the producer's promise goroutine
-// (acked), and read by position writes and summaries.
-type partState struct {
-	w   *work
-	ctx context.Context // the burst's write context (produce, metrics)
-	// ack is the producer promise of this partition's records: bound to this state once, so an
-	// acknowledgement can only ever reach the state that tracked its record.
-	ack func(*kgo.Record, error)
-	// sync is the partition's handle in the offset-sync rules (see syncEmitter.recordAt).
-	sync *syncPartition
-
-	mu        sync.Mutex
-	inflight  []inflightRec // FIFO of records produced, not yet acknowledged
-	head      int
-	lastAcked int64 // upstream offset of the newest acknowledged record, -1 none
-	lastSeen  int64 // newest upstream offset fetched (data or control record), -1 none
-	failed    error
-	records   int64
-	bytes     int64
-	written   int64 // position last written, -1 none
-	// Metrics: upstream offset whose acknowledgement is the latency sample (-1 none), and the
-	// records and bytes already reported.
-	sampleUp             int64
-	repRecords, repBytes int64
-
-	// next is the first offset this copy still has to copy: w.start, moved by the
-	// forwarder's handover (the record path starts there).
-	next int64
-
-	done bool // fetch side only: reached the end
-}
-
-// inflightRec is a record handed to the producer: the record itself (to check that the
-// acknowledgement is for it) and its upstream offset (the record's Offset field is the target's
-// once acknowledged).
-type inflightRec struct {
-	rec *kgo.Record
-	up  int64
-}
-
-// position returns the position that may be stored now: every record up to it was
-// acknowledged (control records need no copy).
-func (st *partState) position() int64 {
-	if st.failed == nil && st.head == len(st.inflight) {
-		return max(st.lastAcked, st.lastSeen)
-	}
-	return st.lastAcked
-}
-
 // copier is one at-least-once copy (a burst, a shared event-driven copy, or a payload write):
 // a source consumer over all partitions with work, one idempotent target producer for the
-// records and one for positions, and the offset-syncs emitter.
+// records, a ledger per partition (partLedger) and the committer of positions and offset
+// syncs (committer, with its own producer).
 //
 // Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
-// produce), franz-go's promise goroutine (partState.ack), group callbacks (assign, revoke:
-// group mode only, while the loop waits in a poll) and position writes (writePositions, from
-// the loop and at the end).
+// produce), franz-go's promise goroutine (partLedger.ack), group callbacks (assign, revoke:
+// group mode only, while the loop waits in a poll) and the committer's cycles (from the loop
+// and at the end).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
-//     posProd, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
+//     commits, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
 //     keeps a budget of its own);
-//   - mu: states, byTP, active, assigned, closing, and each partState's done;
-//   - partState.mu: the rest of a partition's state (see partState), including next, where
+//   - mu: states, byTP, active, assigned, closing, and each partLedger's done;
+//   - partLedger.mu: the rest of a partition's ledger (see partLedger), including next, where
 //     the forwarder hands a partition over;
-//   - posMu: one position write at a time (and appends to states, with mu);
+//   - committer.mu: one commit cycle at a time (and appends to states, with mu);
 //   - errMu: err, the first failure;
 //   - atomics, for counters the promise updates per record and others read: pending,
-//     posPending, records, bytes, firstAckNS, and the shared *inflight byte count.
+//     the committer's pending, records, bytes, firstAckNS, and the shared *inflight byte count.
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
@@ -172,25 +119,26 @@ type copier struct {
 	syncs   *syncEmitter
 	remote  map[string]string // source topic -> remote topic (group mode plans late)
 
-	// states lists every partition this burst worked on (appended under posMu and mu); byTP
+	// states lists every partition this burst worked on (appended under committer.mu and mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
 	// while the fetch loop waits in PollFetches.
 	mu       sync.Mutex
-	states   []*partState
-	byTP     map[TP]*partState
+	states   []*partLedger
+	byTP     map[TP]*partLedger
 	active   int
 	assigned bool // group mode: the latest rebalance's assignment arrived
 	closing  bool // group mode: the loop ended; callbacks only record what changed
 	stalled  bool // the loop gave up on partitions that stopped yielding records
 	writeCtx context.Context
 
-	prod    *kgo.Client // replicated records
-	posProd *kgo.Client // positions: not queued behind buffered records
+	prod *kgo.Client // replicated records
 
-	// reuse: prod and posProd are the engine's (CopyPartition), shared with concurrent calls;
-	// this copier waits for its own records (pending, posPending) instead of flushing them.
-	reuse               bool
-	pending, posPending zeroCount
+	// reuse: prod (and the committer's) are the engine's (CopyPartition), shared with
+	// concurrent calls; this copier waits for its own records (pending) instead of flushing them.
+	reuse   bool
+	pending zeroCount
+	// commits writes positions and offset syncs (committer.go).
+	commits *committer
 
 	pool  *fetchPool
 	early *kgo.Client // source consumer started while the topics were prepared, until used
@@ -210,7 +158,6 @@ type copier struct {
 
 	errMu sync.Mutex
 	err   error
-	posMu sync.Mutex // serializes position writes
 
 	// started is when run began; stopRequested is set when the loop ended on a stop request or
 	// a budget (both read by finishWait).
@@ -228,9 +175,11 @@ type copier struct {
 }
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
-	c := &copier{e: e, bo: bo, byTP: map[TP]*partState{}, offsets: offsets, syncs: syncs,
+	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
 		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy()}
+	c.commits = &committer{e: e, offsets: offsets, syncs: syncs, fail: c.fail,
+		ledgers: func() []*partLedger { return c.states }, report: c.reportMetrics}
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -240,17 +189,17 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 }
 
 // newState returns the state of a partition this copier works on.
-func (c *copier) newState(w *work) *partState {
-	st := &partState{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, next: w.start, sync: c.syncs.partition(w.tp)}
+func (c *copier) newState(w *work) *partLedger {
+	st := &partLedger{w: w, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, next: w.start, sync: c.syncs.partition(w.tp)}
 	st.ack = func(r *kgo.Record, err error) { c.acked(st, r, err) }
 	return st
 }
 
 // addWork registers a partition assigned during the burst (group mode) and returns its state.
-func (c *copier) addWork(w *work) *partState {
+func (c *copier) addWork(w *work) *partLedger {
 	st := c.newState(w)
 	st.ctx = c.writeCtx
-	c.posMu.Lock()
+	c.commits.mu.Lock()
 	c.mu.Lock()
 	c.states = append(c.states, st)
 	c.byTP[w.tp] = st
@@ -260,7 +209,7 @@ func (c *copier) addWork(w *work) *partState {
 		c.active++
 	}
 	c.mu.Unlock()
-	c.posMu.Unlock()
+	c.commits.mu.Unlock()
 	return st
 }
 
@@ -291,53 +240,13 @@ func recordSize(r *kgo.Record) int64 {
 // record acknowledged twice, or one this state never produced): the partition then fails,
 // so its position can never move past a record whose fate is unknown, instead of the process
 // crashing or storing a wrong position.
-func (c *copier) acked(st *partState, r *kgo.Record, err error) {
+func (c *copier) acked(st *partLedger, r *kgo.Record, err error) {
 	size := recordSize(r)
-	st.mu.Lock()
-	if st.head == len(st.inflight) || st.inflight[st.head].rec != r {
-		bad := fmt.Errorf("internal error: the target producer acknowledged a record of %s that is not the oldest one in flight; no position past %d is stored for it", st.w.tp, st.lastAcked)
-		if st.failed == nil {
-			st.failed = bad
-		}
-		st.mu.Unlock()
+	up, failed, sample, bad := st.confirm(r, size, err)
+	if bad != nil {
 		c.fail(bad)
 		return
 	}
-	up := st.inflight[st.head].up
-	st.inflight[st.head] = inflightRec{}
-	st.head++
-	// The FIFO's memory follows the records in flight, not the largest fetch a partition ever
-	// had: emptied, a large one is let go. 1,000 partitions that each had a fetch of some 500
-	// records tracked at once kept 13 MB of spent entries otherwise, half the live heap, which
-	// the collector scanned on every cycle.
-	if st.head == len(st.inflight) {
-		st.head = 0
-		if cap(st.inflight) > 256 {
-			st.inflight = nil
-		} else {
-			st.inflight = st.inflight[:0] // every entry is cleared already
-		}
-	} else if st.head >= 256 && st.head*2 >= len(st.inflight) {
-		n := copy(st.inflight, st.inflight[st.head:])
-		clear(st.inflight[n:])
-		st.inflight = st.inflight[:n]
-		st.head = 0
-	}
-	if err != nil {
-		if st.failed == nil {
-			st.failed = err
-		}
-	} else if st.failed == nil {
-		st.lastAcked = up
-		st.records++
-		st.bytes += size
-	}
-	failed := st.failed
-	sample := up == st.sampleUp
-	if sample {
-		st.sampleUp = -1
-	}
-	st.mu.Unlock()
 	if sample && err == nil {
 		c.e.opts.Metrics.ReplicationLatency(st.ctx, st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
 	}
@@ -386,7 +295,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once.
-	_ = c.commit(writeCtx, commitStart)
+	_ = c.commits.commit(writeCtx, commitStart)
 
 	reason := ReasonDone
 	if c.forward && c.active > 0 {
@@ -497,8 +406,8 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
 			return
 		}
-		_ = c.commit(ctx, commitSettle)
-		if err := c.posPending.wait(ctx); err != nil {
+		_ = c.commits.commit(ctx, commitSettle)
+		if err := c.commits.pending.wait(ctx); err != nil {
 			c.e.log.Error("positions of an ended copy not stored", "err", err)
 		}
 	}()
@@ -511,7 +420,7 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	e := c.e
 	closeProducers = func() {}
 	if c.reuse {
-		if c.prod, c.posProd, err = e.reusedProducers(ctx); err != nil {
+		if c.prod, c.commits.prod, err = e.reusedProducers(ctx); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 	} else {
@@ -520,16 +429,16 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 		} else if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
-		if c.posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+		if c.commits.prod, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
 			c.prod.Close()
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 		closeProducers = func() {
 			c.prod.Close()
-			c.posProd.Close()
+			c.commits.prod.Close()
 		}
 	}
-	c.writeCtx = writeCtx
+	c.writeCtx, c.commits.reuse = writeCtx, c.reuse
 	for _, st := range c.states {
 		st.ctx = writeCtx
 		if st.w.start >= st.w.end {
@@ -575,16 +484,7 @@ func (c *copier) finish(writeCtx context.Context) {
 	}
 	// Positions (on the target) first: they do not wait for the offset-syncs topic, which is
 	// on the source by default and may be slower.
-	if _, err := c.offsets.wait(fctx); err != nil {
-		c.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
-	}
-	_ = c.commit(fctx, commitFinish)
-	if err := c.flush(fctx, c.posProd, &c.posPending); err != nil {
-		c.fail(fmt.Errorf("writing positions: %w", err))
-	}
-	if err := c.syncs.finish(fctx); err != nil {
-		c.fail(err)
-	}
+	c.commits.finish(fctx)
 }
 
 // flush waits until every record this copier produced on cl was acknowledged: cl.Flush on
@@ -785,8 +685,8 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 		if err := c.prod.Flush(ctx); err != nil {
 			c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 		}
-		_ = c.commit(c.writeCtx, commitRevoke)
-		if err := c.posProd.Flush(ctx); err != nil {
+		_ = c.commits.commit(c.writeCtx, commitRevoke)
+		if err := c.commits.flush(ctx); err != nil {
 			c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
 		}
 	}
@@ -913,9 +813,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 					return
 				}
 				if r.Attrs.IsControl() {
-					st.mu.Lock()
-					st.lastSeen = r.Offset
-					st.mu.Unlock()
+					st.seen(r.Offset)
 					r.Recycle()
 				} else {
 					if !c.produce(stopCtx, st, r) {
@@ -939,7 +837,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			break
 		}
 		if c.policy.due(c.bytes.Load()) {
-			if err := c.commit(context.WithoutCancel(ctx), commitTick); err != nil {
+			if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
 				c.fail(err)
 			}
 		}
@@ -1048,7 +946,7 @@ func recycle(recs []*kgo.Record) {
 
 // markDone marks st finished and adds it to done, the partitions the fetch loop pauses after
 // this poll.
-func (c *copier) markDone(done map[string][]int32, st *partState) {
+func (c *copier) markDone(done map[string][]int32, st *partLedger) {
 	c.mu.Lock()
 	if !st.done {
 		st.done = true
@@ -1060,7 +958,7 @@ func (c *copier) markDone(done map[string][]int32, st *partState) {
 
 // produce sends one fetched record to the remote partition, waiting while too many bytes are
 // in flight. It returns false if ctx ended while waiting.
-func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool {
+func (c *copier) produce(ctx context.Context, st *partLedger, r *kgo.Record) bool {
 	size := recordSize(r)
 	if n := c.inflight.load(); n+size > c.bound() && n > 0 && !c.inflight.wait(ctx, size, c.bound) {
 		return false
@@ -1072,13 +970,10 @@ func (c *copier) produce(ctx context.Context, st *partState, r *kgo.Record) bool
 
 // track registers a fetched record about to be produced (in-flight bytes, the upstream offset
 // its acknowledgement will confirm) and turns it into the record to produce.
-func (c *copier) track(st *partState, r *kgo.Record, size int64) {
+func (c *copier) track(st *partLedger, r *kgo.Record, size int64) {
 	c.inflight.add(size)
 	c.pending.Add(1)
-	st.mu.Lock()
-	st.inflight = append(st.inflight, inflightRec{rec: r, up: r.Offset})
-	st.lastSeen = r.Offset
-	st.mu.Unlock()
+	st.push(r)
 	prepareCopy(r, st.w.remote)
 	// r.Context stays the fetch pool's (Recycle needs it).
 }
@@ -1093,44 +988,6 @@ func prepareCopy(r *kgo.Record, remote string) {
 	}
 	r.Attrs = kgo.RecordAttrs{}
 	r.ProducerID, r.ProducerEpoch = 0, 0
-}
-
-// writePositions produces the position of every partition that advanced since the last write.
-// Before the offsets topic is ready (a first burst creates it while copying) it writes none;
-// a later call catches up.
-func (c *copier) writePositions(ctx context.Context) {
-	c.posMu.Lock()
-	defer c.posMu.Unlock()
-	c.reportMetrics(ctx)
-	parts, ok := c.offsets.ready()
-	if !ok {
-		return
-	}
-	for _, st := range c.states {
-		st.mu.Lock()
-		pos := st.position()
-		if pos < 0 {
-			pos = st.w.initPos
-		}
-		write := pos >= 0 && pos > st.written
-		if write {
-			st.written = pos
-		}
-		st.mu.Unlock()
-		if !write {
-			continue
-		}
-		c.posPending.Add(1)
-		tp := st.w.tp
-		c.posProd.Produce(ctx, c.e.positions.record(tp, pos, parts), func(_ *kgo.Record, err error) {
-			defer c.posPending.Add(-1) // answered once its outcome is recorded (see acked)
-			if err != nil {
-				c.fail(fmt.Errorf("writing position of %s to %q: %w", tp, c.e.opts.OffsetStorageTopic, err))
-				return
-			}
-			c.e.positions.known.advance(tp, pos+1)
-		})
-	}
 }
 
 func (c *copier) progress(start time.Time) Progress {

@@ -100,7 +100,7 @@ const spareBuffers = 16
 // fwdPartition is one partition being forwarded. next is the fetch side's, seq and the
 // handover reason the produce side's (read after both ended).
 type fwdPartition struct {
-	st                *partState
+	st                *partLedger
 	topicID, remoteID [16]byte
 	srcLeader         int32
 	dstLeader         int32
@@ -150,7 +150,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		defer t.Stop()
 	}
 	c.mu.Lock()
-	var states []*partState
+	var states []*partLedger
 	for _, st := range c.states {
 		if !st.done {
 			states = append(states, st)
@@ -189,7 +189,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		case <-tick.C:
 		}
 		if running && c.policy.due(c.bytes.Load()) {
-			if err := c.commit(context.WithoutCancel(ctx), commitTick); err != nil {
+			if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
 				c.fail(err)
 				cancel()
 			}
@@ -202,13 +202,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 	handed := 0
 	for _, p := range parts {
 		st := p.st
-		st.mu.Lock()
-		if pos := st.position(); pos >= 0 {
-			st.next = max(st.next, pos+1) // the handover: the record path starts here
-		}
-		next := st.next
-		finished := next >= st.w.end
-		st.mu.Unlock()
+		next, finished := st.handOver() // the record path starts at next
 		if finished {
 			c.mu.Lock()
 			if !st.done {
@@ -228,7 +222,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 // newForwarder gets a producer ID on the target (unless the target producer is not
 // idempotent), reads the target producer's codec and batch bound, and looks up the leaders
 // and topic IDs of states' partitions on both clusters.
-func (c *copier) newForwarder(ctx context.Context, states []*partState) (*forwarder, []*fwdPartition, error) {
+func (c *copier) newForwarder(ctx context.Context, states []*partLedger) (*forwarder, []*fwdPartition, error) {
 	e := c.e
 	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
 	f.served = newServedWatch(e)
@@ -672,9 +666,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			continue
 		}
 		if it.control {
-			st.mu.Lock()
-			st.lastSeen = it.last
-			st.mu.Unlock()
+			st.seen(it.last)
 			f.release(size)
 			continue
 		}
@@ -716,11 +708,7 @@ func (f *forwarder) acked(p *fwdPartition, it fwdItem, down int64) {
 	if p.seq += n; p.seq < 0 {
 		p.seq -= math.MinInt32 // sequences wrap to 0 after MaxInt32, as Kafka's producers do
 	}
-	st.mu.Lock()
-	st.lastAcked = it.last
-	st.records += int64(n)
-	st.bytes += it.payloadSize
-	st.mu.Unlock()
+	st.confirmBatch(it.last, n, it.payloadSize)
 	if c.firstAckNS.Load() == 0 {
 		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano())
 	}

@@ -248,7 +248,7 @@ func TestForwardItemRules(t *testing.T) {
 	want, _ := plain.PayloadBytes()
 	fwd := &forwarder{codec: 0, maxBatch: 1 << 20}
 	part := func(next, end int64) *fwdPartition {
-		return &fwdPartition{st: &partState{w: &work{start: next, end: end}}, next: next}
+		return &fwdPartition{st: &partLedger{w: &work{start: next, end: end}}, next: next}
 	}
 	// edit changes a copy of b and, but for the "damaged" case, fixes its CRC.
 	edit := func(b recordbatch.Batch, change func([]byte)) recordbatch.Batch {

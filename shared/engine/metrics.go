@@ -13,7 +13,7 @@ import (
 
 // observeFetch records the age of the first record of a fetched batch and marks it as the
 // partition's replication-latency sample unless one is still in flight.
-func (c *copier) observeFetch(st *partState, recs []*kgo.Record) {
+func (c *copier) observeFetch(st *partLedger, recs []*kgo.Record) {
 	m := c.e.opts.Metrics
 	if m == nil {
 		return
@@ -34,12 +34,12 @@ func (c *copier) observeFetch(st *partState, recs []*kgo.Record) {
 
 // reportMetrics adds the records and bytes acknowledged since the last report and sets the
 // lag of every partition.
-func (c *copier) reportMetrics(ctx context.Context) {
+func (c *copier) reportMetrics(ctx context.Context, states []*partLedger) {
 	m := c.e.opts.Metrics
 	if m == nil {
 		return
 	}
-	for _, st := range c.states {
+	for _, st := range states {
 		st.mu.Lock()
 		dr, db := st.records-st.repRecords, st.bytes-st.repBytes
 		st.repRecords, st.repBytes = st.records, st.bytes
