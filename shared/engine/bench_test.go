@@ -33,7 +33,7 @@ func BenchmarkRecordPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cl.Close()
-			e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+			e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 			syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil)
 			w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
 			c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), syncs)
@@ -80,7 +80,7 @@ func BenchmarkRecordPath(b *testing.B) {
 // largest fetch were half a burst's live heap), and that acknowledgements still meet their
 // records in order after it was released.
 func TestInflightFIFOReleased(t *testing.T) {
-	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+	e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 	w := &work{tp: TP{"topic", 0}, remote: "src.topic", end: 1 << 62, initPos: -2}
 	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
 	c.writeCtx = context.Background()
@@ -136,7 +136,7 @@ func BenchmarkForwardPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+	e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 	w := &work{tp: TP{"bench", 0}, remote: "src.bench", end: 1 << 62, initPos: -2}
 	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil))
 	ctx, cancel := context.WithCancel(context.Background())

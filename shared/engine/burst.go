@@ -127,12 +127,12 @@ type work struct {
 // returned error is non-nil only if the burst failed; the Summary is filled in either case.
 func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	start := time.Now()
-	topics, err := e.DiscoverTopics(ctx)
+	topics, err := e.planner.discover(ctx)
 	if err != nil {
 		return e.failed(start, err)
 	}
 	e.log.Debug("topics discovered", "topics", len(topics), "elapsed", time.Since(start).String())
-	if err := e.checkBudgets(ctx, topics); err != nil {
+	if err := e.planner.checkBudgets(ctx, topics); err != nil {
 		return e.failed(start, err)
 	}
 	tps, remote := partitionsOf(topics)
@@ -141,9 +141,9 @@ func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
 		bo.Group = ""
 	}
-	prepare := func(ctx context.Context) ([]cluster.NewTopic, error) { return e.prepareTargets(ctx, topics) }
+	prepare := func(ctx context.Context) ([]cluster.NewTopic, error) { return e.planner.prepareTargets(ctx, topics) }
 	s, err := e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
-	e.syncTopicACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
+	e.planner.syncACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
 	return s, err
 }
 
@@ -166,7 +166,7 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 // whose need this process already made durable is answered without a copy.
 func (e *Engine) copyPartition(ctx context.Context, topic string, partition int32, limit, need int64) (Summary, error) {
 	start := time.Now()
-	if !e.Selected(topic) {
+	if !e.planner.selected(topic) {
 		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
 	}
 	tp := TP{topic, partition}
@@ -210,10 +210,10 @@ func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) 
 	}
 	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: parts}
 	if !e.preparedRecently(topic, t.Partitions) {
-		if err := e.checkBudgets(ctx, []Topic{t}); err != nil {
+		if err := e.planner.checkBudgets(ctx, []Topic{t}); err != nil {
 			return Topic{}, err
 		}
-		if err := e.prepareServed(ctx, []Topic{t}); err != nil {
+		if err := e.planner.prepareServed(ctx, []Topic{t}); err != nil {
 			return Topic{}, err
 		}
 		e.rememberPrepared(topic, t.Partitions)
@@ -272,7 +272,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 		if prepare != nil {
 			created, prepareErr = prepare(ctx)
 			if prepareErr == nil && !forward {
-				e.awaitServing(ctx, created)
+				e.planner.awaitServing(ctx, created)
 			}
 			readyMS = time.Since(start).Milliseconds()
 			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
@@ -412,9 +412,9 @@ type earlyStart struct {
 // without positions if 0) and starts the source consumer of the partitions with work.
 func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
 	if offsetsParts > 0 {
-		es.works, es.err = e.plan(ctx, tps, remote, limit, offsetsParts)
+		es.works, es.err = e.planner.plan(ctx, tps, remote, limit, offsetsParts)
 	} else {
-		es.works, es.err = e.planCopies(ctx, tps, remote, limit, nil, true)
+		es.works, es.err = e.planner.planCopies(ctx, tps, remote, limit, nil, true)
 	}
 	e.log.Debug("planned", "partitions", len(es.works))
 	if es.err != nil {
@@ -536,7 +536,7 @@ func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
 func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
 	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
-		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.gaps.take(parts)}
+		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.planner.takeGaps(parts)}
 	for _, p := range parts {
 		ts := s.Topics[p.tp.Topic]
 		if ts == nil {

@@ -236,7 +236,7 @@ func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
 	f.produce("orders", 2, 200)
 	e := f.engine()
 	ctx := context.Background()
-	topics, err := e.DiscoverTopics(ctx)
+	topics, err := e.planner.discover(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := map[string]string{"orders": "src.orders"}
-	works, err := e.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
+	works, err := e.planner.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -635,7 +635,7 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 			tps = append(tps, TP{t, p})
 		}
 	}
-	works, err := c.e.plan(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
+	works, err := c.e.planner.plan(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
 	if err != nil {
 		c.mu.Lock()
 		closing := c.closing

@@ -184,7 +184,7 @@ func TestNewTopicAndGrowth(t *testing.T) {
 // TestInflightBudget: a narrow burst gets room for a full batch per partition, a wide one the
 // small budget, concurrent calls share the small one, and a configured bound wins everywhere.
 func TestInflightBudget(t *testing.T) {
-	auto, set := &Engine{}, &Engine{opts: Options{MaxBufferedBytes: 3 << 20}}
+	auto, set := bareEngine(Options{}), bareEngine(Options{MaxBufferedBytes: 3 << 20})
 	for _, tc := range []struct {
 		e          *Engine
 		partitions int
@@ -237,7 +237,7 @@ func TestInflightBudget(t *testing.T) {
 // TestFetchBudget: fetches grow with the partitions consumed, between 512 KiB and 4 MiB, and a
 // configured consumer.fetch.max.bytes wins.
 func TestFetchBudget(t *testing.T) {
-	auto, set := &Engine{}, &Engine{opts: Options{FetchMaxBytes: 1 << 20}}
+	auto, set := bareEngine(Options{}), bareEngine(Options{FetchMaxBytes: 1 << 20})
 	for _, tc := range []struct {
 		e          *Engine
 		partitions int

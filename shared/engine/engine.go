@@ -206,9 +206,8 @@ type Engine struct {
 	srcAdm, tgtAdm *kadm.Client
 
 	reuse     reused         // CopyPartition's long-lived producers and recent checks
-	creates   topicBatcher   // remote topics asked for at the same time go in one request
+	planner   *topicPlanner  // topics: selection, plan, creation, configs, ACLs, gaps
 	runs      copyRuns       // CopyPartition calls that wait at the same time are copied together
-	gaps      gapBook        // gaps planning found, until the run's summary reports them
 	positions *positionStore // the offsets topic and what this process made durable
 	srcEnds   durable        // payload mode: the source partitions' ends last seen (sourceHolds)
 }
@@ -246,10 +245,19 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
 	}
-	e.positions = newPositionStore(opts, tgt, e.tgtAdm, dial, e.internalTopicConfigs(Target), logger)
-	e.runs.max = maxConcurrentCopies
-	e.logProfiles()
+	e.wire()
+	e.planner.logProfiles()
 	return e, nil
+}
+
+// wire builds the engine's parts from its options, clients and logger, each given only the
+// parts it depends on.
+func (e *Engine) wire() {
+	e.planner = &topicPlanner{opts: e.opts, src: e.src, tgt: e.tgt, srcAdm: e.srcAdm, tgtAdm: e.tgtAdm, log: e.log,
+		refresh: e.refreshPositions()}
+	e.positions = newPositionStore(e.opts, e.tgt, e.tgtAdm, e.dial, e.planner.internalTopicConfigs(Target), e.log)
+	e.planner.positions = e.positions
+	e.runs.max = maxConcurrentCopies
 }
 
 // Dial builds a client of one side as the engine builds its own (its dial function with the
@@ -289,11 +297,14 @@ func (e *Engine) Options() Options { return e.opts }
 func (o Options) EmitsOffsetSyncs() bool { return o.EmitOffsetSyncs == nil || *o.EmitOffsetSyncs }
 
 // OffsetSyncsTopic returns the offset-syncs topic name and the cluster it lives on.
-func (e *Engine) OffsetSyncsTopic() (string, Side) {
-	if e.opts.OffsetSyncsTopicLocation == SyncsOnTarget {
-		return e.opts.Policy.OffsetSyncsTopic(e.opts.SourceAlias), Target
+func (e *Engine) OffsetSyncsTopic() (string, Side) { return offsetSyncsTopic(e.opts) }
+
+// offsetSyncsTopic is the offset-syncs topic of a flow with opts, and its side.
+func offsetSyncsTopic(opts Options) (string, Side) {
+	if opts.OffsetSyncsTopicLocation == SyncsOnTarget {
+		return opts.Policy.OffsetSyncsTopic(opts.SourceAlias), Target
 	}
-	return e.opts.Policy.OffsetSyncsTopic(e.opts.TargetAlias), Source
+	return opts.Policy.OffsetSyncsTopic(opts.TargetAlias), Source
 }
 
 // OffsetsTopic returns the Connect offsets topic (on the target) holding positions.
@@ -306,6 +317,31 @@ func (e *Engine) OffsetsTopic() string { return e.opts.OffsetStorageTopic }
 // read_committed.
 func (e *Engine) ReadPositions(ctx context.Context, tps []TP, offsetsPartitions int32) (map[TP]int64, error) {
 	return e.positions.read(ctx, tps, offsetsPartitions)
+}
+
+// Plan works out what a burst would do now: it reads metadata, configs, offsets and positions
+// and writes nothing. Budgets (BurstOptions) are not applied.
+func (e *Engine) Plan(ctx context.Context) (*Plan, error) { return e.planner.dryRun(ctx) }
+
+// Selected reports whether MirrorSourceConnector would replicate source topic t: accepted by
+// the topic filter (or a heartbeats topic with heartbeats replication on), not internal and
+// not a replication cycle back to the target.
+func (e *Engine) Selected(t string) bool { return e.planner.selected(t) }
+
+// Explain is Selected with the reason, for a dry run; kafkaInternal is the broker's flag for
+// its own internal topics (__consumer_offsets, __transaction_state), never replicated.
+func (e *Engine) Explain(topic string, kafkaInternal bool) (bool, string) {
+	return e.planner.explain(topic, kafkaInternal)
+}
+
+// DiscoverTopics lists the source topics this flow replicates, sorted by name.
+func (e *Engine) DiscoverTopics(ctx context.Context) ([]Topic, error) { return e.planner.discover(ctx) }
+
+// PrepareTargets creates missing remote topics (same partition count, replication.factor,
+// the source's copyable non-default configs), adds partitions where the source grew and, with
+// SyncTopicConfigs, syncs the configs of existing remote topics.
+func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
+	return e.planner.prepare(ctx, topics)
 }
 
 // TP is a source topic-partition.

@@ -267,7 +267,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 	}
 	var works []*work
 	if pending == nil {
-		works, err = e.plan(ctx, []TP{tp}, r.remote, r.limit, r.offsetsParts)
+		works, err = e.planner.plan(ctx, []TP{tp}, r.remote, r.limit, r.offsetsParts)
 	} else {
 		works, res.records, res.bytes, err = r.settle(wctx, tp, pending)
 	}
@@ -477,7 +477,7 @@ func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) (w
 	if l, ok := r.limit[tp]; ok && l < pending.end {
 		limit[tp] = l
 	}
-	works, err = r.e.planCopies(ctx, []TP{tp}, r.remote, limit, read, true)
+	works, err = r.e.planner.planCopies(ctx, []TP{tp}, r.remote, limit, read, true)
 	return works, records, bytes, err
 }
 

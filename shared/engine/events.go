@@ -98,7 +98,7 @@ func (e *Engine) Next(ctx context.Context, topic string, partition int32) (next 
 func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error {
 	start := time.Now()
 	tp := TP{topic, partition}
-	if !e.Selected(topic) {
+	if !e.planner.selected(topic) {
 		return fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic)
 	}
 	release, err := e.hold(ctx, tp)

@@ -195,3 +195,11 @@ func sourceRecords(t *testing.T, bootstrap, topic string, opts ...kgo.Opt) []*kg
 	t.Helper()
 	return testkit.ReadAll(t, bootstrap, topic, opts...)
 }
+
+// bareEngine is an Engine with opts as given (no defaults) and no clients, for tests of the
+// engine's logic; its parts are wired as New wires them.
+func bareEngine(opts Options) *Engine {
+	e := &Engine{opts: opts, log: slog.New(slog.DiscardHandler)}
+	e.wire()
+	return e
+}

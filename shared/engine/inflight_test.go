@@ -17,7 +17,7 @@ import (
 // at zero) read no error: the solo copy of a refused partition then ended with nil
 // (TestSharedCopyIsolatesFailures, about 1 run in 15 under CPU load).
 func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
-	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100}}
+	e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 	ctx := context.Background()
 	for i := range 2000 {
 		w := &work{tp: TP{"big", 0}, remote: "src.big", end: 1, initPos: -2}

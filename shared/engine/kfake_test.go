@@ -592,7 +592,7 @@ func TestFakeWriteRecordAt(t *testing.T) {
 // partition's state, the promise looked the state up by remote partition and indexed an empty
 // FIFO: runtime error: index out of range [0] with length 0.)
 func TestFakeAckForAnotherRecordFails(t *testing.T) {
-	e := &Engine{opts: Options{MaxBufferedBytes: 1 << 20, OffsetLagMax: 100}}
+	e := bareEngine(Options{MaxBufferedBytes: 1 << 20, OffsetLagMax: 100})
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
 	if err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func (e *Engine) ensureSyncsTopic(ctx context.Context) error {
 		cl = e.tgt
 	}
 	if _, _, err := cluster.EnsureTopic(ctx, cl, topic, 1, e.opts.OffsetSyncsTopicReplicationFactor,
-		e.internalTopicConfigs(side)); err != nil {
+		e.planner.internalTopicConfigs(side)); err != nil {
 		return fmt.Errorf("preparing offset-syncs topic on %s (offset-syncs.topic.replication.factor=%d): %w", side, e.opts.OffsetSyncsTopicReplicationFactor, err)
 	}
 	return nil

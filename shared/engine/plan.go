@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -127,29 +126,28 @@ func PositionGap(tp TP, pos, logStart, end int64) *Gap {
 	return nil
 }
 
-// Plan works out what a burst would do now: it reads metadata, configs, offsets and positions
-// and writes nothing. Budgets (BurstOptions) are not applied.
-func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
-	topics, err := e.DiscoverTopics(ctx)
+// dryRun is Engine.Plan: what a burst would do now, read without writing anything.
+func (pn *topicPlanner) dryRun(ctx context.Context) (*Plan, error) {
+	topics, err := pn.discover(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pl := &Plan{Topics: []TopicPlan{}, Partitions: []PartitionPlan{}}
-	if pl.Topics, pl.Notes, err = e.planTargets(ctx, topics); err != nil {
+	if pl.Topics, pl.Notes, err = pn.planTargets(ctx, topics); err != nil {
 		return nil, err
 	}
 	tps, remote := partitionsOf(topics)
 	var positions map[TP]int64
-	st, err := cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic)
+	st, err := cluster.DescribeTopic(ctx, pn.tgt, pn.opts.OffsetStorageTopic)
 	if err != nil {
-		return nil, fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
+		return nil, fmt.Errorf("describing offsets topic %q on target: %w", pn.opts.OffsetStorageTopic, err)
 	}
 	if st.Exists && st.Partitions > 0 {
-		if positions, err = e.positions.read(ctx, tps, st.Partitions); err != nil {
+		if positions, err = pn.positions.read(ctx, tps, st.Partitions); err != nil {
 			return nil, err
 		}
 	}
-	works, err := e.planCopies(ctx, tps, remote, nil, positions, false)
+	works, err := pn.planCopies(ctx, tps, remote, nil, positions, false)
 	if err != nil {
 		return nil, err
 	}
@@ -160,30 +158,30 @@ func (e *Engine) Plan(ctx context.Context) (*Plan, error) {
 }
 
 // plan reads positions and end offsets and returns the partitions with work.
-// Positions this process made durable (Engine.known) are taken from memory; only the others
+// Positions this process made durable (positionStore.known) are taken from memory; only the others
 // are read from the offsets topic.
-func (e *Engine) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
+func (pn *topicPlanner) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
 	positions := make(map[TP]int64, len(tps))
 	var unknown []TP
 	for _, tp := range tps {
-		if n, ok := e.positions.known.get(tp); ok && n > 0 {
+		if n, ok := pn.positions.known.get(tp); ok && n > 0 {
 			positions[tp] = n - 1
 		} else {
 			unknown = append(unknown, tp)
 		}
 	}
-	read, err := e.positions.read(ctx, unknown, offsetsParts)
+	read, err := pn.positions.read(ctx, unknown, offsetsParts)
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(positions, read)
-	return e.planCopies(ctx, tps, remote, limit, positions, true)
+	return pn.planCopies(ctx, tps, remote, limit, positions, true)
 }
 
 // planCopies plans the copy of each of tps from its stored position (positions; nil: none)
 // to the end offset seen now (lowered by limit). With report (a run, not a dry run) it
 // reports the gaps found: a WARN line, the gap metrics, and the run's summary.
-func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64, report bool) ([]*work, error) {
+func (pn *topicPlanner) planCopies(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, positions map[TP]int64, report bool) ([]*work, error) {
 	topicSet := map[string]bool{}
 	for _, tp := range tps {
 		topicSet[tp.Topic] = true
@@ -193,7 +191,7 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	starts, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
+	starts, ends, err := listOffsets(ctx, pn.srcAdm, pn.opts.ExactlyOnce || pn.opts.ReadCommitted, names...)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
@@ -212,12 +210,12 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 		if !hasLimit {
 			l = -1
 		}
-		w := e.planPartition(tp, remote[tp.Topic], pos, s.Offset, en.Offset, l)
+		w := pn.planPartition(tp, remote[tp.Topic], pos, s.Offset, en.Offset, l)
 		if w.gap != nil && report {
 			if w.gap.Kind == GapRecreated {
-				e.positions.known.forget(tp) // what this process stored belongs to the old partition
+				pn.positions.known.forget(tp) // what this process stored belongs to the old partition
 			}
-			e.reportGap(ctx, *w.gap)
+			pn.reportGap(ctx, *w.gap)
 		}
 		out = append(out, w)
 	}
@@ -233,7 +231,7 @@ func (e *Engine) planCopies(ctx context.Context, tps []TP, remote map[string]str
 //     GapRecreated (MM2's consumer resets to auto.offset.reset, earliest by default);
 //   - no position: the log start, or with auto.offset.reset=latest the end, stored at once so
 //     later bursts do not skip what arrives in between.
-func (e *Engine) planPartition(tp TP, remote string, pos, logStart, end, limit int64) *work {
+func (pn *topicPlanner) planPartition(tp TP, remote string, pos, logStart, end, limit int64) *work {
 	w := &work{tp: tp, remote: remote, position: pos, logStart: logStart, start: logStart, end: end, initPos: -2}
 	if limit >= 0 && limit < w.end {
 		w.end = limit
@@ -242,12 +240,12 @@ func (e *Engine) planPartition(tp TP, remote string, pos, logStart, end, limit i
 	switch {
 	case pos >= 0 && w.gap == nil:
 		w.start = pos + 1
-		if w.start >= w.end && e.refreshPositions() {
+		if w.start >= w.end && pn.refresh {
 			w.initPos = pos // idle: store it again so it outlives the topic's retention
 		}
 	case pos >= 0:
 		w.start = logStart
-	case e.opts.AutoOffsetResetLatest && end > logStart:
+	case pn.opts.AutoOffsetResetLatest && end > logStart:
 		w.start = end
 		w.initPos = end - 1
 	}
@@ -261,41 +259,33 @@ func (w *work) plan() PartitionPlan {
 
 // reportGap logs a gap, counts it in the metrics and keeps it for the summary of the run
 // that copies the partition.
-func (e *Engine) reportGap(ctx context.Context, g Gap) {
-	e.log.Warn("source records lost before they were mirrored; copying from the log start",
+func (pn *topicPlanner) reportGap(ctx context.Context, g Gap) {
+	pn.log.Warn("source records lost before they were mirrored; copying from the log start",
 		"partition", fmt.Sprintf("%s-%d", g.Topic, g.Partition), "kind", g.Kind, "position", g.Position,
 		"missing_from", g.From, "missing_to", g.To, "missing_records", g.Records, "detail", g.String())
-	e.opts.Metrics.SourceGap(ctx, g.Topic, g.Partition, g.Kind, g.Records)
-	e.gaps.put(g)
+	pn.opts.Metrics.SourceGap(ctx, g.Topic, g.Partition, g.Kind, g.Records)
+	pn.putGap(g)
 }
 
-// gapBook holds the gaps planning found until the summary of the run copying the partition
-// takes them. Ownership: written by planning (any run), read and cleared by finishSummary of
-// the run reporting the partition; a partition is copied by one run at a time, so the gap
-// taken is the one its own planning found. Guarded by mu.
-type gapBook struct {
-	mu sync.Mutex
-	m  map[TP]Gap
-}
-
-func (b *gapBook) put(g Gap) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.m == nil {
-		b.m = map[TP]Gap{}
+// putGap keeps g until the summary of the run copying its partition takes it (takeGaps).
+func (pn *topicPlanner) putGap(g Gap) {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	if pn.gaps == nil {
+		pn.gaps = map[TP]Gap{}
 	}
-	b.m[TP{g.Topic, g.Partition}] = g
+	pn.gaps[TP{g.Topic, g.Partition}] = g
 }
 
-// take removes and returns the gaps of parts' partitions, sorted by partition.
-func (b *gapBook) take(parts []partResult) []Gap {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// takeGaps removes and returns the gaps of parts' partitions, sorted by partition.
+func (pn *topicPlanner) takeGaps(parts []partResult) []Gap {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
 	var out []Gap
 	for _, p := range parts {
-		if g, ok := b.m[p.tp]; ok {
+		if g, ok := pn.gaps[p.tp]; ok {
 			out = append(out, g)
-			delete(b.m, p.tp)
+			delete(pn.gaps, p.tp)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -311,7 +301,7 @@ func (b *gapBook) take(parts []partResult) []Gap {
 // topics: create the missing ones (source partition count, replication.factor, the source's
 // copyable non-default configs), grow those with fewer partitions, and with SyncTopicConfigs
 // sync the configs of the existing ones. Notes are warnings for a dry run.
-func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, []string, error) {
+func (pn *topicPlanner) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, []string, error) {
 	plans := make([]TopicPlan, 0, len(topics))
 	if len(topics) == 0 {
 		return plans, nil, nil
@@ -320,7 +310,7 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 	for i, t := range topics {
 		remotes[i] = t.Remote
 	}
-	md, err := e.tgtAdm.Metadata(ctx, remotes...)
+	md, err := pn.tgtAdm.Metadata(ctx, remotes...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("describing remote topics on target: %w", err)
 	}
@@ -331,7 +321,7 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 		d, ok := md.Topics[t.Remote]
 		switch {
 		case !ok || cluster.TopicMissing(d.Err):
-			tp.Action, tp.ReplicationFactor = ActionCreate, e.opts.ReplicationFactor
+			tp.Action, tp.ReplicationFactor = ActionCreate, pn.opts.ReplicationFactor
 			create = append(create, t.Source)
 		case d.Err != nil:
 			return nil, nil, fmt.Errorf("describing remote topic %q on target: %w", t.Remote, d.Err)
@@ -346,11 +336,11 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 		}
 		plans = append(plans, tp)
 	}
-	if !e.copyConfigs() {
+	if !pn.copyConfigs() {
 		notes = append(notes, "topic configs are neither copied nor synced: a cluster of the flow is Event Hubs")
 		return plans, notes, nil
 	}
-	sync := e.opts.SyncTopicConfigs && len(existing) > 0
+	sync := pn.opts.SyncTopicConfigs && len(existing) > 0
 	if len(create) == 0 && !sync {
 		return plans, notes, nil
 	}
@@ -361,13 +351,13 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 			srcNames[i] = t.Source
 		}
 	}
-	srcCfg, err := e.describeConfigs(ctx, e.src, srcNames)
+	srcCfg, err := pn.describeConfigs(ctx, pn.src, srcNames)
 	if err != nil {
 		return nil, nil, err
 	}
 	var tgtCfg map[string][]topicConfig
 	if sync {
-		if tgtCfg, err = e.describeConfigs(ctx, e.tgt, existing); err != nil {
+		if tgtCfg, err = pn.describeConfigs(ctx, pn.tgt, existing); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -376,12 +366,12 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 		if tp.Action == ActionCreate {
 			tp.Configs = map[string]*string{}
 			for _, c := range srcCfg[tp.Source] {
-				if e.copyableConfig(c) && c.Source != kmsg.ConfigSourceDefaultConfig {
+				if pn.copyableConfig(c) && c.Source != kmsg.ConfigSourceDefaultConfig {
 					tp.Configs[c.Name] = c.Value
 				}
 			}
 		} else if sync {
-			tp.ConfigChanges = e.configChanges(srcCfg[tp.Source], tgtCfg[tp.Remote])
+			tp.ConfigChanges = pn.configChanges(srcCfg[tp.Source], tgtCfg[tp.Remote])
 		}
 	}
 	return plans, notes, nil
@@ -390,7 +380,7 @@ func (e *Engine) planTargets(ctx context.Context, topics []Topic) ([]TopicPlan, 
 // configChanges is MM2's topic config sync with use.defaults.from=target: set copyable
 // non-default source values that differ on the target, and delete target overrides of
 // properties the source leaves at their default.
-func (e *Engine) configChanges(src, tgt []topicConfig) []ConfigChange {
+func (pn *topicPlanner) configChanges(src, tgt []topicConfig) []ConfigChange {
 	have := make(map[string]topicConfig, len(tgt))
 	for _, c := range tgt {
 		have[c.Name] = c
@@ -398,7 +388,7 @@ func (e *Engine) configChanges(src, tgt []topicConfig) []ConfigChange {
 	var out []ConfigChange
 	for _, c := range src {
 		h, ok := have[c.Name]
-		if !e.copyableConfig(c) || !ok || h.ReadOnly {
+		if !pn.copyableConfig(c) || !ok || h.ReadOnly {
 			continue
 		}
 		if c.Source == kmsg.ConfigSourceDefaultConfig {
@@ -417,14 +407,14 @@ func (e *Engine) configChanges(src, tgt []topicConfig) []ConfigChange {
 // applyTargets executes the remote topic part of a plan: grows, then creates (in one request
 // with other concurrent callers, waiting until the topics are usable), then config changes.
 // It returns the topics it created: their partitions may not be served yet (awaitServing).
-func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) ([]cluster.NewTopic, error) {
+func (pn *topicPlanner) applyTargets(ctx context.Context, plans []TopicPlan) ([]cluster.NewTopic, error) {
 	var news []cluster.NewTopic
 	var created []string
 	for _, tp := range plans {
 		switch tp.Action {
 		case ActionGrow:
-			e.log.Info("growing remote topic", "topic", tp.Remote, "from", tp.TargetPartitions, "to", tp.Partitions)
-			resp, err := e.tgtAdm.UpdatePartitions(ctx, int(tp.Partitions), tp.Remote)
+			pn.log.Info("growing remote topic", "topic", tp.Remote, "from", tp.TargetPartitions, "to", tp.Partitions)
+			resp, err := pn.tgtAdm.UpdatePartitions(ctx, int(tp.Partitions), tp.Remote)
 			if err == nil {
 				err = resp.Error()
 			}
@@ -436,16 +426,16 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) ([]cluster
 			if configs == nil {
 				configs = map[string]*string{}
 			}
-			e.log.Info("creating remote topic", "topic", tp.Remote, "partitions", tp.Partitions, "configs", len(configs))
+			pn.log.Info("creating remote topic", "topic", tp.Remote, "partitions", tp.Partitions, "configs", len(configs))
 			news = append(news, cluster.NewTopic{Name: tp.Remote, Partitions: tp.Partitions, ReplicationFactor: tp.ReplicationFactor, Configs: configs})
 			created = append(created, tp.Remote)
 		}
 	}
 	if len(news) > 0 {
-		if err := e.creates.create(ctx, e.tgt, news); err != nil {
+		if err := pn.creates.create(ctx, pn.tgt, news); err != nil {
 			return nil, fmt.Errorf("creating remote topics: %w", err)
 		}
-		if _, err := cluster.WaitForTopics(ctx, e.tgt, created...); err != nil {
+		if _, err := cluster.WaitForTopics(ctx, pn.tgt, created...); err != nil {
 			return nil, err
 		}
 	}
@@ -460,8 +450,8 @@ func (e *Engine) applyTargets(ctx context.Context, plans []TopicPlan) ([]cluster
 				alters[i] = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: c.Name}
 			}
 		}
-		e.log.Info("syncing remote topic configs", "topic", tp.Remote, "changes", len(alters))
-		resp, err := e.tgtAdm.AlterTopicConfigs(ctx, alters, tp.Remote)
+		pn.log.Info("syncing remote topic configs", "topic", tp.Remote, "changes", len(alters))
+		resp, err := pn.tgtAdm.AlterTopicConfigs(ctx, alters, tp.Remote)
 		if err == nil {
 			for _, r := range resp {
 				if r.Err != nil {
@@ -506,7 +496,7 @@ const (
 // partitions that are ready while the producer retries the others reach their first record
 // sooner (50 new topics: 298 ms with the wait, 193 ms without, one bench run each; 1,000 new
 // partitions: 3.0-3.6 s with an unbounded wait, 0.2-1.6 s without).
-func (e *Engine) awaitServing(ctx context.Context, news []cluster.NewTopic) {
+func (pn *topicPlanner) awaitServing(ctx context.Context, news []cluster.NewTopic) {
 	var names []string
 	parts := int32(0)
 	for _, t := range news {
@@ -519,6 +509,6 @@ func (e *Engine) awaitServing(ctx context.Context, news []cluster.NewTopic) {
 	wctx, cancel := context.WithTimeout(ctx, servingWait)
 	defer cancel()
 	start := time.Now()
-	err := cluster.WaitForServing(wctx, e.tgt, names...)
-	e.log.Debug("new remote topics served", "topics", len(names), "partitions", parts, "elapsed", time.Since(start).String(), "err", err)
+	err := cluster.WaitForServing(wctx, pn.tgt, names...)
+	pn.log.Debug("new remote topics served", "topics", len(names), "partitions", parts, "elapsed", time.Since(start).String(), "err", err)
 }

@@ -38,8 +38,8 @@ func TestPlanPartitionRules(t *testing.T) {
 		{name: "position beyond the end: recreated", pos: 99, logStart: 0, end: 20, limit: -1, start: 0, stop: 20, initPos: -2,
 			gap: &Gap{Topic: "orders", Partition: 0, Kind: GapRecreated, Position: 99, From: 100, To: -1, Records: -1}},
 	} {
-		e := &Engine{opts: Options{AutoOffsetResetLatest: tc.latest}}
-		w := e.planPartition(tp, "src.orders", tc.pos, tc.logStart, tc.end, tc.limit)
+		e := bareEngine(Options{AutoOffsetResetLatest: tc.latest})
+		w := e.planner.planPartition(tp, "src.orders", tc.pos, tc.logStart, tc.end, tc.limit)
 		if w.start != tc.start || w.end != tc.stop || w.initPos != tc.initPos {
 			t.Errorf("%s: [%d,%d) init %d, want [%d,%d) init %d", tc.name, w.start, w.end, w.initPos, tc.start, tc.stop, tc.initPos)
 		}
@@ -62,7 +62,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{opts: Options{SourceAlias: "a", TargetAlias: "b", Policy: policy.NewDefault(".", true), Topics: topics, HeartbeatsReplication: true}}
+	e := bareEngine(Options{SourceAlias: "a", TargetAlias: "b", Policy: policy.NewDefault(".", true), Topics: topics, HeartbeatsReplication: true})
 	for _, tc := range []struct {
 		topic    string
 		internal bool
@@ -87,7 +87,7 @@ func TestExplain(t *testing.T) {
 		}
 	}
 	cycleTopics, _ := filter.Topics(".*", "")
-	e.opts.Topics = cycleTopics
+	e = bareEngine(Options{SourceAlias: "a", TargetAlias: "b", Policy: policy.NewDefault(".", true), Topics: cycleTopics, HeartbeatsReplication: true})
 	if ok, reason := e.Explain("b.orders", false); ok || !strings.Contains(reason, "cycle") {
 		t.Errorf("Explain(b.orders) = %v, %q; want a cycle", ok, reason)
 	}

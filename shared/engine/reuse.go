@@ -285,11 +285,11 @@ func (e *Engine) Warm(ctx context.Context) error { return e.warm(ctx, nil) }
 // otherwise at the end.
 func (e *Engine) warm(ctx context.Context, release func()) error {
 	start := time.Now()
-	topics, err := e.DiscoverTopics(ctx)
+	topics, err := e.planner.discover(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.checkBudgets(ctx, topics); err != nil {
+	if err := e.planner.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
 	offsets, err := cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic)
@@ -326,7 +326,7 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		// Nothing to create: check it beside the remote topics.
 		wg.Go(func() { _, offsetErr = ready() })
 	}
-	err = e.prepareServed(ctx, topics)
+	err = e.planner.prepareServed(ctx, topics)
 	wg.Wait()
 	if err = errors.Join(err, syncErr, offsetErr); err != nil {
 		return err

@@ -25,7 +25,7 @@ const maxPartitionsPerRun = 512
 // consumer, plan alone and store its positions alone. So:
 //
 //   - a call for an offset this process already made durable is answered at once, from
-//     Engine.known, without a copy;
+//     positionStore.known, without a copy;
 //   - at most max copies run at once; when one stops fetching, the calls that queued meanwhile
 //     go together into the next: one consumer, one plan, one position write for all. A copy
 //     about to start first waits briefly (gatherMax) for calls still on their way;

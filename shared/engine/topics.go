@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,6 +16,30 @@ import (
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
+// topicPlanner owns the flow's topics: which source topics are selected, the plan (remote
+// topics to create, grow or reconfigure; the copy of each partition; the gaps found), its
+// execution on the target (created in batches with concurrent callers), Event Hubs profile
+// rules and budgets, and the topic ACL sync. Engine.Plan, a burst and serve's copies all plan
+// through it, so a dry run and a run cannot disagree.
+//
+// Ownership: every field above mu is set by newTopicPlanner and read-only afterwards
+// (creates has its own lock, a leaf). mu guards gaps only: written by planning (putGap, any
+// run), read and cleared by the finishSummary of the run reporting the partition (takeGaps);
+// a partition is copied by one run at a time, so the gap taken is the one its own planning
+// found. mu is a leaf, never held across network I/O.
+type topicPlanner struct {
+	opts           Options
+	src, tgt       *kgo.Client
+	srcAdm, tgtAdm *kadm.Client
+	log            *slog.Logger
+	positions      *positionStore // stored positions a plan starts from
+	refresh        bool           // idle partitions' positions are stored again (refreshPositions)
+	creates        topicBatcher   // remote topics asked for at the same time go in one request
+
+	mu   sync.Mutex
+	gaps map[TP]Gap // gaps planning found, until the run's summary reports them
+}
+
 // Topic is one replicated source topic and its remote topic on the target.
 type Topic struct {
 	Source     string // source topic name
@@ -20,23 +47,20 @@ type Topic struct {
 	Partitions int32  // source partition count
 }
 
-// Selected reports whether MirrorSourceConnector would replicate source topic t: accepted by
-// the topic filter (or a heartbeats topic with heartbeats replication on), not internal and
-// not a replication cycle back to the target.
-func (e *Engine) Selected(t string) bool {
-	ok, _ := e.Explain(t, false)
+// selected is Engine.Selected.
+func (pn *topicPlanner) selected(t string) bool {
+	ok, _ := pn.explain(t, false)
 	return ok
 }
 
-// Explain is Selected with the reason, for a dry run; kafkaInternal is the broker's flag for
-// its own internal topics (__consumer_offsets, __transaction_state), never replicated.
-func (e *Engine) Explain(topic string, kafkaInternal bool) (bool, string) {
-	p := e.opts.Policy
+// explain is Engine.Explain.
+func (pn *topicPlanner) explain(topic string, kafkaInternal bool) (bool, string) {
+	p := pn.opts.Policy
 	if kafkaInternal {
 		return false, "Kafka internal topic"
 	}
-	ok, reason := e.opts.Topics.Explain(topic)
-	if !ok && e.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(topic) {
+	ok, reason := pn.opts.Topics.Explain(topic)
+	if !ok && pn.opts.HeartbeatsReplication && p.IsHeartbeatsTopic(topic) {
 		ok, reason = true, "heartbeats topic (heartbeats.replication.enabled)"
 	}
 	if !ok {
@@ -45,58 +69,56 @@ func (e *Engine) Explain(topic string, kafkaInternal bool) (bool, string) {
 	if p.IsInternalTopic(topic) {
 		return false, "internal topic (MM2 or Kafka internal name)"
 	}
-	if policy.IsCycle(p, e.opts.TargetAlias, topic) {
-		return false, fmt.Sprintf("replication cycle: the topic came from %q", e.opts.TargetAlias)
+	if policy.IsCycle(p, pn.opts.TargetAlias, topic) {
+		return false, fmt.Sprintf("replication cycle: the topic came from %q", pn.opts.TargetAlias)
 	}
 	return true, reason
 }
 
-// DiscoverTopics lists the source topics this flow replicates, sorted by name.
-func (e *Engine) DiscoverTopics(ctx context.Context) ([]Topic, error) {
-	md, err := e.srcAdm.Metadata(ctx)
+// discover is Engine.DiscoverTopics.
+func (pn *topicPlanner) discover(ctx context.Context) ([]Topic, error) {
+	md, err := pn.srcAdm.Metadata(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing source topics: %w", err)
 	}
 	var out []Topic
 	for name, d := range md.Topics {
-		if d.Err != nil || d.IsInternal || !e.Selected(name) || len(d.Partitions) == 0 {
+		if d.Err != nil || d.IsInternal || !pn.selected(name) || len(d.Partitions) == 0 {
 			continue
 		}
-		out = append(out, Topic{Source: name, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, name), Partitions: int32(len(d.Partitions))})
+		out = append(out, Topic{Source: name, Remote: pn.opts.Policy.FormatRemoteTopic(pn.opts.SourceAlias, name), Partitions: int32(len(d.Partitions))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Source < out[j].Source })
 	return out, nil
 }
 
-// PrepareTargets creates missing remote topics (same partition count, replication.factor,
-// the source's copyable non-default configs), adds partitions where the source grew and, with
-// SyncTopicConfigs, syncs the configs of existing remote topics.
-func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
-	if err := e.checkBudgets(ctx, topics); err != nil {
+// prepare is Engine.PrepareTargets.
+func (pn *topicPlanner) prepare(ctx context.Context, topics []Topic) error {
+	if err := pn.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
-	return e.prepareServed(ctx, topics)
+	return pn.prepareServed(ctx, topics)
 }
 
 // prepareServed is prepareTargets followed by a brief wait for the new partitions to be
 // served (awaitServing).
-func (e *Engine) prepareServed(ctx context.Context, topics []Topic) error {
-	news, err := e.prepareTargets(ctx, topics)
+func (pn *topicPlanner) prepareServed(ctx context.Context, topics []Topic) error {
+	news, err := pn.prepareTargets(ctx, topics)
 	if err == nil {
-		e.awaitServing(ctx, news)
+		pn.awaitServing(ctx, news)
 	}
 	return err
 }
 
-// prepareTargets is PrepareTargets after the budget check: the remote topic part of the plan,
+// prepareTargets is Engine.PrepareTargets after the budget check: the remote topic part of the plan,
 // computed then executed. It returns the topics it created, whose partitions the target may
 // not serve yet (awaitServing).
-func (e *Engine) prepareTargets(ctx context.Context, topics []Topic) ([]cluster.NewTopic, error) {
-	plans, _, err := e.planTargets(ctx, topics)
+func (pn *topicPlanner) prepareTargets(ctx context.Context, topics []Topic) ([]cluster.NewTopic, error) {
+	plans, _, err := pn.planTargets(ctx, topics)
 	if err != nil {
 		return nil, err
 	}
-	return e.applyTargets(ctx, plans)
+	return pn.applyTargets(ctx, plans)
 }
 
 // topicConfig is one entry of a DescribeConfigs answer.
@@ -110,12 +132,12 @@ type topicConfig struct {
 
 // copyableConfig is MM2's shouldReplicateSourceTopicConfig: not read-only, not sensitive,
 // not a static broker config, not excluded by config.properties.exclude.
-func (e *Engine) copyableConfig(c topicConfig) bool {
+func (pn *topicPlanner) copyableConfig(c topicConfig) bool {
 	return !c.ReadOnly && !c.Sensitive && c.Source != kmsg.ConfigSourceStaticBrokerConfig &&
-		!e.opts.ConfigPropertiesExclude.Match(c.Name)
+		!pn.opts.ConfigPropertiesExclude.Match(c.Name)
 }
 
-func (e *Engine) describeConfigs(ctx context.Context, cl *kgo.Client, topics []string) (map[string][]topicConfig, error) {
+func (pn *topicPlanner) describeConfigs(ctx context.Context, cl *kgo.Client, topics []string) (map[string][]topicConfig, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, t := range topics {
 		r := kmsg.NewDescribeConfigsRequestResource()
