@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,23 +18,52 @@ import (
 )
 
 // Deterministic faults of the target, injected by kfake, against the engine's exported API:
-// each runs on both write paths, the record producer (decoded records) and the batch
-// forwarder (the default), and asserts what a user would check afterwards: the remote topic
-// byte for byte, the stored positions and the offset syncs.
+// each runs on the engine's three ways of writing to the target (a burst's record producer, a
+// burst's batch forwarder, serve's copies of one partition each) and asserts what a user would
+// check afterwards: the remote topic byte for byte, the stored positions and the offset syncs.
 
-// onWritePaths runs test as two parallel subtests, one per way the engine writes a burst's
-// records to the target: the record producer ("records") and the batch forwarder
-// ("batches"). Each gets a flow whose source topic orders has 2 partitions of 30 records.
-func onWritePaths(t *testing.T, test func(t *testing.T, f *fakeFlow, recs []*kgo.Record)) {
-	for _, path := range []struct {
-		name   string
-		decode bool
-	}{{"records", true}, {"batches", false}} {
+// writePath is one way the engine copies records to the target.
+type writePath struct {
+	name   string
+	decode bool // DecodeRecords: the record producer, not the batch forwarder
+	serve  bool // CopyPartition per partition on one long-lived engine, not Burst
+}
+
+// onWritePaths runs test as parallel subtests, one per writePath. Each gets a flow whose
+// source topic orders has 2 partitions of 30 records, and copy, which copies orders to its
+// end: a burst (failing unless it ends done with lag 0) or serve's copy of each partition (one
+// engine, the sweep off so that each call copies its own partition), and returns how many
+// records were copied.
+func onWritePaths(t *testing.T, test func(t *testing.T, f *fakeFlow, recs []*kgo.Record, copy func() (int64, error))) {
+	for _, path := range []writePath{{name: "records", decode: true}, {name: "batches"}, {name: "serve", serve: true}} {
 		t.Run(path.name, func(t *testing.T) {
 			f := newFakeFlow(t, map[string]int32{"orders": 2})
 			recs := f.produce("orders", 2, 30)
 			f.opts.DecodeRecords = path.decode
-			test(t, f, recs)
+			f.opts.NoSweep = path.serve
+			var served *Engine
+			copy := func() (int64, error) {
+				ctx := context.Background()
+				if !path.serve {
+					s, err := f.engine().Burst(ctx, BurstOptions{})
+					if err == nil && (s.Lag != 0 || s.Reason != ReasonDone) {
+						err = fmt.Errorf("burst ended %s with lag %d", s.Reason, s.Lag)
+					}
+					return s.Records, err
+				}
+				if served == nil {
+					served = f.engine()
+				}
+				var n int64
+				var errs []error
+				for p := range int32(2) {
+					s, err := served.CopyPartition(ctx, "orders", p, -1)
+					n += s.Records
+					errs = append(errs, err)
+				}
+				return n, errors.Join(errs...)
+			}
+			test(t, f, recs, copy)
 		})
 	}
 }
@@ -79,15 +109,14 @@ func failProduce(req kmsg.Request, code int16) kmsg.Response {
 	return resp
 }
 
-// burstCopiesAll runs a burst of the flow's 2-partition topic orders, holding recs (30 per
-// partition), and checks it copied every record once, byte for byte, with positions and the
-// final offset syncs at the last record. check runs between the burst and the assertions on
-// the target (the test's own check that its fault happened).
-func (f *fakeFlow) burstCopiesAll(recs []*kgo.Record, check func()) {
+// copiesAll runs copy (onWritePaths) on the flow's 2-partition topic orders, holding recs (30
+// per partition), and checks it copied every record once, byte for byte, with positions and
+// the final offset syncs at the last record. check runs between the copy and the assertions
+// on the target (the test's own check that its fault happened).
+func (f *fakeFlow) copiesAll(recs []*kgo.Record, copy func() (int64, error), check func()) {
 	f.t.Helper()
-	s, err := f.engine().Burst(context.Background(), BurstOptions{})
-	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-		f.t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	if n, err := copy(); err != nil || n != 60 {
+		f.t.Fatalf("copy: %d records, %v; want 60\n%s", n, err, strings.Join(f.logs.lines, "\n"))
 	}
 	check()
 	f.assertCopied(recs, "src.orders")
@@ -119,7 +148,7 @@ func (f *fakeFlow) assertSyncsEndAt(topic string, parts int32, last int64) {
 // every source record once, in order, byte for byte (no duplicate: a refused request wrote
 // nothing), and positions and the final offset syncs are at the end.
 func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
-	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record, copy func() (int64, error)) {
 		id := f.topicID("src.orders", 2)
 		var refused atomic.Int32
 		f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -130,7 +159,7 @@ func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
 			refused.Add(1)
 			return failProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 		})
-		f.burstCopiesAll(recs, func() {
+		f.copiesAll(recs, copy, func() {
 			if n := refused.Load(); n != 5 {
 				t.Fatalf("%d produce requests refused, want 5 (the test needs the fault)", n)
 			}
@@ -145,10 +174,10 @@ func TestFakeRetriableProduceErrorRiddenOut(t *testing.T) {
 // target recognise the resent batch, so the count of duplicates is exactly zero. Positions and
 // offset syncs end at the last record.
 func TestFakeProduceOutcomeUnknown(t *testing.T) {
-	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record, copy func() (int64, error)) {
 		// kfake applies a produce faulted with REQUEST_TIMED_OUT before answering with it.
 		fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
-		f.burstCopiesAll(recs, func() {
+		f.copiesAll(recs, copy, func() {
 			if n := fault.Hits(); n != 2 {
 				t.Fatalf("%d produce requests written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n)
 			}
@@ -179,18 +208,16 @@ func TestFakeProduceOutcomeUnknown(t *testing.T) {
 // the target (29), and no offset sync of partition 1 points past it; partition 0 is copied
 // to its end.
 func TestFakeProduceAuthorizationFails(t *testing.T) {
-	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
-		if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 60 {
-			t.Fatalf("first burst: %+v, %v; want 60 records", s, err)
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record, copy func() (int64, error)) {
+		if n, err := copy(); err != nil || n != 60 {
+			t.Fatalf("first copy: %d records, %v; want 60", n, err)
 		}
 		recs = append(recs, f.produce("orders", 2, 30)...)
 		f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Partitions: []int32{1},
 			Err: kerr.TopicAuthorizationFailed, Count: -1})
-		s, err := f.engine().Burst(context.Background(), BurstOptions{})
-		if err == nil || s.Reason != ReasonFailed {
-			t.Fatalf("burst refused by the target: %+v, %v; want failed", s, err)
-		}
-		if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "orders-1") {
+		if n, err := copy(); err == nil {
+			t.Fatalf("copy refused by the target: %d records, no error; want it failed", n)
+		} else if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "orders-1") {
 			t.Errorf("error %q; want TOPIC_AUTHORIZATION_FAILED naming orders-1", err)
 		}
 		got := f.readAll(Target, "src.orders")
@@ -251,7 +278,7 @@ func producedRecords(t testing.TB, req kmsg.Request, name string, id [16]byte) i
 // the two requests written whose answer was an error (each was sent once more); positions end
 // at the last record and every offset sync maps a source record to one of its copies.
 func TestFakeProduceOutcomeUnknownWithoutIdempotence(t *testing.T) {
-	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record) {
+	onWritePaths(t, func(t *testing.T, f *fakeFlow, recs []*kgo.Record, copy func() (int64, error)) {
 		f.tgtExtra = []kgo.Opt{kgo.DisableIdempotentWrite()}
 		id := f.topicID("src.orders", 2)
 		// The control sees every produce request before the fault does, in the same
@@ -265,9 +292,8 @@ func TestFakeProduceOutcomeUnknownWithoutIdempotence(t *testing.T) {
 			return nil, nil, false
 		})
 		fault := f.tgt.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.RequestTimedOut, Count: 2})
-		s, err := f.engine().Burst(context.Background(), BurstOptions{})
-		if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-			t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+		if n, err := copy(); err != nil || n != 60 {
+			t.Fatalf("copy: %d records, %v; want 60\n%s", n, err, strings.Join(f.logs.lines, "\n"))
 		}
 		if n := fault.Hits(); n != 2 || faulted.Load() == 0 {
 			t.Fatalf("%d produce requests (%d records) written and answered REQUEST_TIMED_OUT, want 2 (the test needs the fault)", n, faulted.Load())
