@@ -49,6 +49,9 @@ type BurstOptions struct {
 	// records unacknowledged past the grace period (shared producers retry them; a copy of the
 	// same partitions started before they settle would write them a second time).
 	settled func()
+	// leaving, if set, is called when a burst group member has decided that it is done and is
+	// about to leave the group.
+	leaving func()
 }
 
 // Progress is a running total of a burst.

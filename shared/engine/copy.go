@@ -337,6 +337,9 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		reason = c.copyLoop(ctx, start, cons)
 	}
 	if cons != nil {
+		if c.bo.leaving != nil {
+			c.bo.leaving()
+		}
 		// In group mode leave only now that positions are stored; a rebalance blocked since
 		// the last poll must be allowed or leaving waits for it forever.
 		cons.AllowRebalance()
