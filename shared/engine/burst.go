@@ -356,6 +356,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	}
 	c.earlyProd = early.prod
 	c.remote = remote
+	c.tps = tps
 	c.forward = forward
 	if reuse {
 		c.shareEngineBudget()

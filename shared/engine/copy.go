@@ -118,6 +118,10 @@ type copier struct {
 	offsets *pendingTopic
 	syncs   *syncEmitter
 	remote  map[string]string // source topic -> remote topic (group mode plans late)
+	// tps are the flow's partitions and ends their end offsets at the start (group mode: what
+	// the last member out checks, see rejoin).
+	tps  []TP
+	ends map[TP]int64
 
 	// states lists every partition this burst worked on (appended under committer.mu and mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
@@ -289,6 +293,11 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		}
 	}()
 	c.started = start
+	if c.bo.Group != "" {
+		if err := c.snapshotEnds(ctx); err != nil {
+			return e.failed(start, err)
+		}
+	}
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
 		return e.failed(start, err)
@@ -331,12 +340,13 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 			c.stopRequested.Store(true)
 		}
 		c.finish(writeCtx)
-		if cons == nil || !c.reopen(ctx, reason) {
+		if cons == nil {
 			break
 		}
-		reason = c.copyLoop(ctx, start, cons)
-	}
-	if cons != nil {
+		if c.reopen(ctx, reason) {
+			reason = c.copyLoop(ctx, start, cons)
+			continue
+		}
 		if c.bo.leaving != nil {
 			c.bo.leaving()
 		}
@@ -344,6 +354,16 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		// the last poll must be allowed or leaving waits for it forever.
 		cons.AllowRebalance()
 		cons.Close()
+		cons = nil
+		if !c.rejoin(ctx, reason) {
+			break
+		}
+		if cons, err = c.consumer(ctx, nil); err != nil {
+			c.fail(fmt.Errorf("connecting source consumer: %w", err))
+			reason = ReasonFailed
+			continue // finish again: nothing was copied since, and cons is nil
+		}
+		reason = c.copyLoop(ctx, start, cons)
 	}
 	settling = true
 	c.settle(cancelWrites)
@@ -359,13 +379,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 // leaving it to the next, and the group would end with it unfinished. Not after a failure, a
 // stop, a budget, or a loop that gave up on partitions that stopped yielding records.
 func (c *copier) reopen(ctx context.Context, reason string) bool {
-	if reason != ReasonDone || ctx.Err() != nil || c.error() != nil {
-		return false
-	}
-	if c.bo.MaxDuration > 0 && time.Since(c.loopStart) >= c.bo.MaxDuration {
-		return false
-	}
-	if c.bo.MaxRecords > 0 && c.produced >= c.bo.MaxRecords {
+	if !c.mayGoOn(ctx, reason) {
 		return false
 	}
 	c.mu.Lock()
@@ -376,6 +390,100 @@ func (c *copier) reopen(ctx context.Context, reason string) bool {
 	c.closing = false
 	c.e.log.Info("partitions with records left were assigned to this burst group member while it finished; copying them before leaving", "group", c.bo.Group, "partitions", c.active)
 	return true
+}
+
+// rejoin (group mode, called once this member has left the group) reports whether the burst
+// joins the group again to copy records left of the end offsets seen at its start (ends). A
+// member that decided it was done can still be handed a partition with records left before it
+// has left (another member leaving hands partitions out afresh), and so can every member after
+// it: without this check the last of them left the records to nobody and all reported done
+// (docs/performance.md, scale-out). Only a member that finds the group empty once it has left
+// checks: members still in the group make the same check when they leave, and the last one out
+// finds the group empty. Joining again goes through the group, so at most one member copies a
+// partition at a time. Not after a failure, a stop, a budget, or a loop that gave up on
+// partitions that stopped yielding records.
+func (c *copier) rejoin(ctx context.Context, reason string) bool {
+	if !c.mayGoOn(ctx, reason) || c.ends == nil {
+		return false
+	}
+	c.mu.Lock()
+	stalled := c.stalled
+	c.mu.Unlock()
+	if stalled {
+		return false
+	}
+	e := c.e
+	groups, err := e.srcAdm.DescribeGroups(ctx, c.bo.Group)
+	if err == nil {
+		err = groups.Error()
+	}
+	if err == nil && len(groups[c.bo.Group].Members) > 0 {
+		return false // a member still in the group checks when it leaves
+	}
+	if err != nil {
+		e.log.Warn("burst group not described after leaving it; checking for records left as the last member out", "group", c.bo.Group, "err", err)
+	}
+	positions, err := e.ReadPositions(ctx, c.tps, c.offsets.parts)
+	if err != nil {
+		e.log.Warn("positions not read after leaving the burst group; records left, if any, are copied by the next burst", "group", c.bo.Group, "err", err)
+		return false
+	}
+	works, err := e.planner.planCopies(ctx, c.tps, c.remote, c.ends, positions, false)
+	if err != nil {
+		e.log.Warn("end offsets not read after leaving the burst group; records left, if any, are copied by the next burst", "group", c.bo.Group, "err", err)
+		return false
+	}
+	left := 0
+	for _, w := range works {
+		if w.start < w.end {
+			left++
+		}
+	}
+	if left == 0 {
+		return false
+	}
+	e.log.Info("last member out of the burst group found records left of the end offsets seen at its start; joining the group again to copy them", "group", c.bo.Group, "partitions", left)
+	c.mu.Lock()
+	for tp, st := range c.byTP { // left with the group: none is assigned any more
+		if !st.done {
+			st.done = true
+			c.active--
+		}
+		delete(c.byTP, tp)
+	}
+	c.closing, c.assigned = false, false
+	c.mu.Unlock()
+	return true
+}
+
+// snapshotEnds (group mode) records the source's end offsets at the start of the burst: the
+// records a burst group member checks for when it is the last one out (rejoin).
+func (c *copier) snapshotEnds(ctx context.Context) error {
+	e := c.e
+	topics := slices.Sorted(maps.Keys(c.remote))
+	_, ends, err := listOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, topics...)
+	if err != nil {
+		return fmt.Errorf("source end offsets of the burst group's topics: %w", err)
+	}
+	c.ends = make(map[TP]int64, len(c.tps))
+	for _, tp := range c.tps {
+		if o, ok := ends.Lookup(tp.Topic, tp.Partition); ok {
+			c.ends[tp] = o.Offset
+		}
+	}
+	return nil
+}
+
+// mayGoOn reports whether a copy that ended with reason may copy more: it was done, not stopped,
+// nothing failed and no budget is spent.
+func (c *copier) mayGoOn(ctx context.Context, reason string) bool {
+	if reason != ReasonDone || ctx.Err() != nil || c.error() != nil {
+		return false
+	}
+	if c.bo.MaxDuration > 0 && time.Since(c.loopStart) >= c.bo.MaxDuration {
+		return false
+	}
+	return c.bo.MaxRecords <= 0 || c.produced < c.bo.MaxRecords
 }
 
 // settleMax bounds how long a copy on the engine's shared producers keeps its partitions after
@@ -528,9 +636,7 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 			// Partitions assigned are planned afterwards (assign, franz-go's offset
 			// adjustment): until then the burst must not take "no partition active" for
 			// "done". Only an empty assignment is complete here.
-			if len(m) == 0 {
-				c.assigned = true
-			}
+			c.assigned = len(m) == 0
 			pause := map[string][]int32{}
 			for t, ps := range m {
 				for _, p := range ps {
