@@ -1,13 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestFakeGroupMemberFinishingGetsWork: a burst group member that has copied its partitions
@@ -136,4 +140,95 @@ func TestFakeGroupLastMemberOutCopiesWhatIsLeft(t *testing.T) {
 	if a.Records != 100 {
 		t.Errorf("member A copied %d records, want its own partition's 50 and then the 50 of the partition B left", a.Records)
 	}
+}
+
+// TestFakeGroupMemberLagIsItsOwn: a burst group member whose partitions are revoked while it
+// copies them (a second member joins) hands the records left to the group; whoever is assigned
+// them next copies them, and they are not the lag of the member they were revoked from. Both
+// members end done with every record copied, and neither reports lag. Member A copies both
+// partitions slowly (the target answers late and A may have 1 KiB in flight) while member B
+// joins.
+func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range 200 { // batches of 20 records, so that a fetch of 1 KiB brings few
+		batch := make([]*kgo.Record, 0, 40)
+		for p := range int32(2) {
+			for j := range 20 {
+				batch = append(batch, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "k%d-%d-%d", p, i, j), Value: []byte("value")})
+			}
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, batch...)
+	}
+	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1024, 1024
+
+	// The target answers each produce request of the copy 25 ms late: A copies the 8,000 records
+	// in several seconds, longer than a member takes to notice a rebalance (a heartbeat: 3 s).
+	var held atomic.Bool
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
+			for _, p := range tp.Partitions {
+				if bytes.Contains(p.Records, []byte("k0-")) || bytes.Contains(p.Records, []byte("k1-")) {
+					held.Store(true)
+					f.tgt.SleepControl(func() { time.Sleep(25 * time.Millisecond) })
+					return nil, nil, false
+				}
+			}
+		}
+		return nil, nil, false
+	})
+
+	type result struct {
+		s   Summary
+		err error
+	}
+	aDone, bDone := make(chan result, 1), make(chan result, 1)
+	go func() {
+		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+		aDone <- result{s, err}
+	}()
+	adm := kadm.NewClient(f.client(Source))
+	waitGroup := func(what string, ok func(kadm.DescribedGroup) bool) {
+		t.Helper()
+		for {
+			gs, err := adm.DescribeGroups(ctx, "g")
+			if err == nil && ok(gs["g"]) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v (%+v)", what, ctx.Err(), gs["g"])
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	waitGroup("member A to join", func(g kadm.DescribedGroup) bool { return g.State == "Stable" && len(g.Members) == 1 })
+	for !held.Load() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("member A never produced")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	go func() {
+		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+		bDone <- result{s, err}
+	}()
+	a, b := <-aDone, <-bDone
+	for name, r := range map[string]result{"A": a, "B": b} {
+		if r.err != nil {
+			t.Fatalf("member %s: %v", name, r.err)
+		}
+		t.Logf("member %s copied %d (%s, lag %d)", name, r.s.Records, r.s.Reason, r.s.Lag)
+		if r.s.Reason != ReasonDone || r.s.Lag != 0 {
+			t.Errorf("member %s ended %s with lag %d, want done with lag 0: the records left of partitions revoked from it were the other member's", name, r.s.Reason, r.s.Lag)
+		}
+	}
+	f.assertCopied(recs, "src.orders")
 }
