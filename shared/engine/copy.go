@@ -122,6 +122,9 @@ type copier struct {
 	// the last member out checks, see rejoin).
 	tps  []TP
 	ends map[TP]int64
+	// held (group mode) are the partitions the member held when it decided to leave: only
+	// their records left are its lag. Those revoked before went to other members.
+	held map[TP]*partLedger
 
 	// states lists every partition this burst worked on (appended under committer.mu and mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
@@ -347,6 +350,9 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 			reason = c.copyLoop(ctx, start, cons)
 			continue
 		}
+		c.mu.Lock()
+		c.held = maps.Clone(c.byTP) // the partitions it leaves: its lag (summary)
+		c.mu.Unlock()
 		if c.bo.leaving != nil {
 			c.bo.leaving()
 		}
@@ -763,8 +769,10 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 		return nil, err
 	}
 	out := map[string]map[int32]kgo.Offset{}
+	assigned := map[string][]int32{}
 	for _, w := range works {
 		c.addWork(w)
+		assigned[w.tp.Topic] = append(assigned[w.tp.Topic], w.tp.Partition)
 		if out[w.tp.Topic] == nil {
 			out[w.tp.Topic] = map[int32]kgo.Offset{}
 		}
@@ -773,8 +781,20 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 	c.mu.Lock()
 	c.assigned = true // planned: active counts their work
 	c.mu.Unlock()
-	c.e.log.Info("partitions assigned by burst group", "group", c.bo.Group, "partitions", len(works))
+	c.e.log.Info("partitions assigned by burst group", "group", c.bo.Group, "partitions", len(works), "assigned", tpNames(assigned))
 	return out, nil
+}
+
+// tpNames returns the partitions of m as sorted topic-partition names, for a log line.
+func tpNames(m map[string][]int32) []string {
+	var names []string
+	for t, ps := range m {
+		for _, p := range ps {
+			names = append(names, TP{t, p}.String())
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // revoke (group mode) finishes revoked partitions before another member takes them: waits
@@ -816,7 +836,7 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	}
 	c.mu.Unlock()
 	cl.ResumeFetchPartitions(m) // a partition paused here must not stay paused if it comes back
-	c.e.log.Info("partitions revoked by burst group", "group", c.bo.Group, "topics", len(m))
+	c.e.log.Info("partitions revoked by burst group", "group", c.bo.Group, "topics", len(m), "revoked", tpNames(m))
 }
 
 // copyLoop is the fetch-and-produce loop. It returns the exit reason.
@@ -1114,13 +1134,20 @@ func (c *copier) progress(start time.Time) Progress {
 
 func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	parts := make([]partResult, 0, len(c.states))
+	c.mu.Lock()
+	held := c.held
+	c.mu.Unlock()
 	for _, st := range c.states {
 		st.mu.Lock()
 		next := st.next
 		if p := st.position(); p >= 0 {
 			next = max(next, p+1)
 		}
-		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: max(0, st.w.end-next), next: next})
+		lag := max(0, st.w.end-next)
+		if c.bo.Group != "" && held[st.w.tp] != st {
+			lag = 0 // revoked before this member left: the group handed it to another
+		}
+		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: lag, next: next})
 		st.mu.Unlock()
 	}
 	err := c.error()
