@@ -139,6 +139,8 @@ type copier struct {
 	writeCtx context.Context
 
 	prod *kgo.Client // replicated records
+	// sink writes the records (recordSink on prod); the forwarder has its own (batchSink).
+	sink sink
 
 	// reuse: prod (and the committer's) are the engine's (CopyPartition), shared with
 	// concurrent calls; this copier waits for its own records (pending) instead of flushing them.
@@ -555,7 +557,7 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 			c.commits.prod.Close()
 		}
 	}
-	c.writeCtx, c.commits.reuse = writeCtx, c.reuse
+	c.writeCtx, c.commits.reuse, c.sink = writeCtx, c.reuse, recordSink{c}
 	for _, st := range c.states {
 		st.ctx = writeCtx
 		if st.w.start >= st.w.end {
@@ -596,22 +598,12 @@ func (c *copier) finishWait() time.Duration {
 func (c *copier) finish(writeCtx context.Context) {
 	fctx, cancel := context.WithTimeout(writeCtx, c.finishWait())
 	defer cancel()
-	if err := c.flush(fctx, c.prod, &c.pending); err != nil {
+	if err := c.sink.flush(fctx); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records: %w", err))
 	}
 	// Positions (on the target) first: they do not wait for the offset-syncs topic, which is
 	// on the source by default and may be slower.
 	c.commits.finish(fctx)
-}
-
-// flush waits until every record this copier produced on cl was acknowledged: cl.Flush on
-// its own clients, its own count on the engine's shared ones (whose Flush would also wait for
-// other calls' records).
-func (c *copier) flush(ctx context.Context, cl *kgo.Client, pending *zeroCount) error {
-	if c.reuse {
-		return pending.wait(ctx)
-	}
-	return cl.Flush(ctx)
 }
 
 // consumer returns the source consumer: direct assignment of offs, or in group mode a group
@@ -811,7 +803,7 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 		return
 	}
 	if !closing {
-		if err := c.prod.Flush(ctx); err != nil {
+		if err := c.sink.flush(ctx); err != nil {
 			c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 		}
 		_ = c.commits.commit(c.writeCtx, commitRevoke)
@@ -930,32 +922,41 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 				return
 			}
 			c.observeFetch(st, ftp.Records)
-			for i, r := range ftp.Records {
-				off := r.Offset // r belongs to the producer once produced
-				if off >= st.w.end {
-					c.markDone(done, st)
-					recycle(ftp.Records[i:])
-					return
+			// The run of records to write: up to the end, within the MaxRecords budget
+			// (control records are written as nothing, but a spent budget stops at them too).
+			recs := ftp.Records
+			cut, data, spent := 0, int64(0), false
+			for cut < len(recs) {
+				r := recs[cut]
+				if r.Offset >= st.w.end {
+					break
 				}
-				if c.bo.MaxRecords > 0 && c.produced >= c.bo.MaxRecords {
-					stop = true
-					return
+				if c.bo.MaxRecords > 0 && c.produced+data >= c.bo.MaxRecords {
+					spent = true
+					break
 				}
-				if r.Attrs.IsControl() {
-					st.seen(r.Offset)
-					r.Recycle()
-				} else {
-					if !c.produce(stopCtx, st, r) {
-						stop = true
-						return
-					}
-					c.produced++
+				if !r.Attrs.IsControl() {
+					data++
 				}
-				if off >= st.w.end-1 {
-					c.markDone(done, st)
-					recycle(ftp.Records[i+1:])
-					return
+				cut++
+				if r.Offset >= st.w.end-1 {
+					break
 				}
+			}
+			ended := (cut > 0 && recs[cut-1].Offset >= st.w.end-1) || (cut < len(recs) && recs[cut].Offset >= st.w.end)
+			n, err := c.sink.write(stopCtx, st, sinkInput{recs: recs[:cut]})
+			c.produced += n
+			if err != nil {
+				stop = true
+				return
+			}
+			if spent {
+				stop = true
+				return
+			}
+			if ended {
+				c.markDone(done, st)
+				recycle(recs[cut:])
 			}
 		})
 		if len(done) > 0 {
@@ -1083,18 +1084,6 @@ func (c *copier) markDone(done map[string][]int32, st *partLedger) {
 	}
 	c.mu.Unlock()
 	done[st.w.tp.Topic] = append(done[st.w.tp.Topic], st.w.tp.Partition)
-}
-
-// produce sends one fetched record to the remote partition, waiting while too many bytes are
-// in flight. It returns false if ctx ended while waiting.
-func (c *copier) produce(ctx context.Context, st *partLedger, r *kgo.Record) bool {
-	size := recordSize(r)
-	if n := c.inflight.load(); n+size > c.bound() && n > 0 && !c.inflight.wait(ctx, size, c.bound) {
-		return false
-	}
-	c.track(st, r, size)
-	c.prod.Produce(st.ctx, r, st.ack)
-	return true
 }
 
 // track registers a fetched record about to be produced (in-flight bytes, the upstream offset

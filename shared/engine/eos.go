@@ -275,9 +275,12 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 		return res, err
 	}
 	w := works[0]
+	// The partition's ledger and its sink: records and position commit together.
+	st := &partLedger{w: w, ctx: wctx, lastAcked: -1, lastSeen: -1, written: -1, sampleUp: -1, next: w.start}
+	var out sink = txnSink{r: r, prod: prod, w: w}
 	res.lag = max(0, w.end-w.start)
 	if w.initPos >= 0 {
-		if err := r.commit(wctx, prod, w, nil, w.initPos); err != nil {
+		if _, err := out.write(wctx, st, sinkInput{last: w.initPos}); err != nil {
 			return res, err
 		}
 	}
@@ -338,7 +341,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 		}
 		budgetLeft := r.bo.MaxRecords <= 0 || r.budget.Load() > 0
 		if last >= 0 && (chunkBytes >= eosMaxChunkBytes || last >= w.end-1 || full || !budgetLeft || !polled || stopCtx.Err() != nil) {
-			if err := r.commit(wctx, prod, w, chunk, last); err != nil {
+			if _, err := out.write(wctx, st, sinkInput{recs: chunk, last: last}); err != nil {
 				return res, err
 			}
 			for _, rec := range chunk {
@@ -355,7 +358,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 	}
 	if last >= 0 {
 		// Stopped mid-chunk: commit what was gathered.
-		if err := r.commit(wctx, prod, w, chunk, last); err != nil {
+		if _, err := out.write(wctx, st, sinkInput{recs: chunk, last: last}); err != nil {
 			return res, err
 		}
 		for _, rec := range chunk {
@@ -368,7 +371,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 }
 
 // commit copies chunk and stores position last in one transaction, then feeds the offset
-// syncs of the committed records.
+// syncs of the committed records (txnSink.write).
 func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []*kgo.Record, last int64) error {
 	e := r.e
 	if err := prod.BeginTransaction(); err != nil {

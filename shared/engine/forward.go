@@ -67,6 +67,7 @@ func (e *Engine) forwarding(bo BurstOptions, reuse bool, partitions int) bool {
 // forwarder is the batch forwarding of one copier.
 type forwarder struct {
 	c          *copier
+	sink       sink // batchSink{f}
 	producerID int64
 	epoch      int16
 	codec      int8  // the target producer's compression codec
@@ -108,6 +109,7 @@ type fwdPartition struct {
 	seq               int32
 	handover          string
 	served            bool // the produce side saw the remote partition served
+	tries             int  // the produce side: tries of the newest batch written (batchSink)
 	// fetchMax is what a fetch asks of the partition: the forwarder's, or the largest batch
 	// seen if larger. A broker returns a batch larger than a partition's share whole only to
 	// the first partition of an answer (KIP-74); the others get the part that fits.
@@ -225,6 +227,7 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 func (c *copier) newForwarder(ctx context.Context, states []*partLedger) (*forwarder, []*fwdPartition, error) {
 	e := c.e
 	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
+	f.sink = batchSink{f}
 	f.served = newServedWatch(e)
 	codec, err := producerCodec(c.prod)
 	if err != nil {
@@ -657,7 +660,7 @@ var errNoAnswer = errors.New("the broker's answer left the partition out")
 // produceAll produces p's fetched batches in order, one at a time, until items closes. After
 // a batch it could not write it only releases what the fetch side still hands it.
 func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-chan fwdItem, cancelFetch context.CancelFunc) {
-	c, st := f.c, p.st
+	st := p.st
 	failed := false
 	for it := range items {
 		size := it.held
@@ -685,8 +688,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 				f.c.e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
 			}
 		}
-		down, tries, err := f.produce(st.ctx, p, it.batch)
-		c.resent.Add(int64(tries - 1))
+		_, err := f.sink.write(st.ctx, st, sinkInput{part: p, item: &it})
 		f.release(size)
 		if err != nil {
 			failed = true
@@ -694,8 +696,7 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 			cancelFetch()
 			continue
 		}
-		f.acked(p, it, down)
-		if tries == 1 {
+		if p.tries == 1 {
 			f.recycle(it)
 		}
 	}

@@ -28,7 +28,7 @@ func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
 		r := &kgo.Record{Topic: "big", Value: make([]byte, 64), Offset: 0}
 		c.track(st, r, recordSize(r))
 		go st.ack(r, kerr.MessageTooLarge)
-		if err := c.flush(ctx, nil, &c.pending); err != nil {
+		if err := (recordSink{c}).flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.error(); !errors.Is(err, kerr.MessageTooLarge) {

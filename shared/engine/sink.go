@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// sink is where a copy writes to the target: one interface, three implementations. The record
+// sink (recordSink: franz-go's idempotent producer; bursts, serve's copies, payload mode), the
+// batch sink (batchSink: the forwarder's produce lanes, whole source batches) and the
+// transactional sink (txnSink: exactly-once, records and their position in one transaction).
+// A copy hands a sink one partition's work at a time (a fetched run of records, a batch, a
+// chunk), never one call per record; the sink's acknowledgements move that partition's ledger
+// (partLedger) and feed the offset-sync rules, and every sink meets errors through classify
+// and retries through backoff. Positions are stored by the committer (record and batch sinks)
+// or inside the transaction (txnSink).
+type sink interface {
+	// write hands in, one partition's work, to the target for st. It returns the records
+	// handed over, and an error if it stopped before all were: errSinkStopped when ctx ended,
+	// otherwise what the copy or the partition ends with.
+	write(ctx context.Context, st *partLedger, in sinkInput) (int64, error)
+	// flush waits until everything the sink was handed is answered, or ctx ends.
+	flush(ctx context.Context) error
+}
+
+// sinkInput is one partition's work for a sink: records for the record and transactional
+// sinks (with, for the latter, the position stored with them), a batch for the batch sink.
+type sinkInput struct {
+	recs []*kgo.Record
+	last int64 // txnSink: the upstream offset whose position commits with recs
+
+	part *fwdPartition // batchSink: the partition and the batch
+	item *fwdItem
+}
+
+// errSinkStopped: the sink's context ended while it waited (for room under the in-flight
+// bound).
+var errSinkStopped = errors.New("sink stopped")
+
+// recordSink writes records with the copier's idempotent producer (c.prod): each record is
+// produced once there is room under the in-flight bound, and its promise (partLedger.ack,
+// copier.acked) confirms it in the ledger.
+type recordSink struct{ c *copier }
+
+// write produces recs, one partition's run of fetched records in offset order (control
+// records only move the ledger's fetch mark).
+func (s recordSink) write(ctx context.Context, st *partLedger, in sinkInput) (int64, error) {
+	c, n := s.c, int64(0)
+	for _, r := range in.recs {
+		if r.Attrs.IsControl() {
+			st.seen(r.Offset)
+			r.Recycle()
+			continue
+		}
+		size := recordSize(r)
+		if l := c.inflight.load(); l+size > c.bound() && l > 0 && !c.inflight.wait(ctx, size, c.bound) {
+			return n, errSinkStopped
+		}
+		c.track(st, r, size)
+		c.prod.Produce(st.ctx, r, st.ack)
+		n++
+	}
+	return n, nil
+}
+
+// flush waits until every record this copier produced was acknowledged: the producer's Flush
+// on a client of its own, its own count on the engine's shared one (whose Flush would also
+// wait for other calls' records).
+func (s recordSink) flush(ctx context.Context) error {
+	if s.c.reuse {
+		return s.c.pending.wait(ctx)
+	}
+	return s.c.prod.Flush(ctx)
+}
+
+// batchSink writes whole source batches through the forwarder's produce lanes, one batch in
+// flight per partition; an acknowledged batch is confirmed in the ledger (confirmBatch) and
+// its records fed to the offset-sync rules.
+type batchSink struct{ f *forwarder }
+
+// write produces in.item's batch to in.part's remote partition, riding out retriable errors
+// and those of unknown outcome (forwardBackoff), and returns its records once acknowledged.
+func (s batchSink) write(ctx context.Context, st *partLedger, in sinkInput) (int64, error) {
+	f, p, it := s.f, in.part, in.item
+	down, tries, err := f.produce(ctx, p, it.batch)
+	f.c.resent.Add(int64(tries - 1))
+	p.tries = tries
+	if err != nil {
+		return 0, err
+	}
+	f.acked(p, *it, down)
+	return int64(it.batch.Count()), nil
+}
+
+// flush: the batch sink's write returns once its batch is answered.
+func (batchSink) flush(context.Context) error { return nil }
+
+// txnSink writes one partition's records and their position in one transaction of its own
+// transactional producer (exactly-once). A commit whose outcome is unknown comes back as an
+// unsettledCommit, settled by the caller (fence, read the position back).
+type txnSink struct {
+	r    *eosRun
+	prod *kgo.Client
+	w    *work
+}
+
+// write commits in.recs (possibly none: a position alone) with the position in.last, and
+// confirms them in st.
+func (s txnSink) write(ctx context.Context, st *partLedger, in sinkInput) (int64, error) {
+	if err := s.r.commit(ctx, s.prod, s.w, in.recs, in.last); err != nil {
+		return 0, err
+	}
+	var bytes int64
+	for _, r := range in.recs {
+		bytes += recordSize(r)
+	}
+	st.confirmBatch(in.last, int32(len(in.recs)), bytes)
+	st.mu.Lock()
+	st.written = max(st.written, in.last)
+	st.mu.Unlock()
+	return int64(len(in.recs)), nil
+}
+
+// flush waits for the transactional producer's records (none is left once write returned).
+func (s txnSink) flush(ctx context.Context) error {
+	if err := s.prod.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing transactional producer of %s: %w", s.w.tp, err)
+	}
+	return nil
+}
