@@ -62,7 +62,7 @@ func (p *commitPolicy) due(acked int64) bool {
 // records after its retention, so a partition idle for longer would lose its position and be
 // copied again from its start. Exactly-once runs leave it: a transaction per idle partition
 // per burst costs more than it saves.
-func (e *Engine) refreshPositions() bool {
-	p := e.opts.TargetProfile
-	return p.EventHubs && !p.CompactInternalTopics && !e.opts.ExactlyOnce
+func (o Options) refreshPositions() bool {
+	p := o.TargetProfile
+	return p.EventHubs && !p.CompactInternalTopics && !o.ExactlyOnce
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -32,9 +34,9 @@ const (
 // inflightBudget returns the in-flight byte bound of a burst over partitions: the configured
 // MaxBufferedBytes, else narrowInflightBytes up to narrowPartitions partitions, then
 // narrowInflightBytes × narrowPartitions / partitions, never below wideInflightBytes.
-func (e *Engine) inflightBudget(partitions int) int64 {
-	if e.opts.MaxBufferedBytes > 0 {
-		return int64(e.opts.MaxBufferedBytes)
+func (o Options) inflightBudget(partitions int) int64 {
+	if o.MaxBufferedBytes > 0 {
+		return int64(o.MaxBufferedBytes)
 	}
 	if partitions <= narrowPartitions {
 		return narrowInflightBytes
@@ -69,15 +71,15 @@ func (c *copier) bound() int64 {
 // such call.
 func (c *copier) shareEngineBudget() {
 	c.reuse = true
-	c.budget, c.inflight = c.e.sharedInflightBudget(), &c.e.reuse.inflight
+	c.budget, c.inflight = c.e.opts.sharedInflightBudget(), &c.e.reuse.inflight
 }
 
 // sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
 // producers together (CopyPartition, mirror serve): the wide budget, as those calls usually
 // cover many partitions at once.
-func (e *Engine) sharedInflightBudget() int64 {
-	if e.opts.MaxBufferedBytes > 0 {
-		return int64(e.opts.MaxBufferedBytes)
+func (o Options) sharedInflightBudget() int64 {
+	if o.MaxBufferedBytes > 0 {
+		return int64(o.MaxBufferedBytes)
 	}
 	return wideInflightBytes
 }
@@ -85,8 +87,8 @@ func (e *Engine) sharedInflightBudget() int64 {
 // producerBufferedBytes bounds a record producer's buffer: twice the largest in-flight budget
 // its copies use plus room for one batch per partition being assembled. The copier's own
 // budget binds first.
-func (e *Engine) producerBufferedBytes() int {
-	return int(2*max(int64(e.opts.MaxBufferedBytes), narrowInflightBytes)) + 16<<20
+func (o Options) producerBufferedBytes() int {
+	return int(2*max(int64(o.MaxBufferedBytes), narrowInflightBytes)) + 16<<20
 }
 
 // maxBufferedRecords caps records buffered in a producer; the byte bound (the in-flight
@@ -185,7 +187,7 @@ type copier struct {
 
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
-		budget: e.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
+		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy()}
 	c.commits = &committer{e: e, offsets: offsets, syncs: syncs, fail: c.fail,
 		ledgers: func() []*partLedger { return c.states }, report: c.reportMetrics}
@@ -673,9 +675,9 @@ func partitionFetchBudget(b int32) int32 {
 }
 
 // fetchBudget returns the fetch.max.bytes of a consumer over partitions.
-func (e *Engine) fetchBudget(partitions int) int32 {
-	if e.opts.FetchMaxBytes > 0 {
-		return e.opts.FetchMaxBytes
+func (o Options) fetchBudget(partitions int) int32 {
+	if o.FetchMaxBytes > 0 {
+		return o.FetchMaxBytes
 	}
 	return int32(min(max(partitions*fetchBytesPerPartition, minAutoFetchBytes), maxAutoFetchBytes))
 }
@@ -684,7 +686,7 @@ func (e *Engine) fetchBudget(partitions int) int32 {
 // in extra: assigned partitions, which it starts fetching at once, or a group) with fetch
 // budgets that follow the data's compression.
 func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
-	b := e.fetchBudget(partitions)
+	b := e.opts.fetchBudget(partitions)
 	sizer := newFetchSizer(b, partitionFetchBudget(b))
 	if pool.ratio == nil {
 		pool.ratio = sizer.ratio
@@ -1039,18 +1041,18 @@ func (c *copier) sourceAnswers(ctx context.Context) bool {
 		topics[st.w.tp.Topic] = true
 	}
 	c.mu.Unlock()
-	return c.e.sourceAnswers(ctx, slices.Collect(maps.Keys(topics))...)
+	return sourceAnswers(ctx, c.e.srcAdm, c.e.log, slices.Collect(maps.Keys(topics))...)
 }
 
 // sourceAnswers reports whether the source cluster answers a ListOffsets request for topics
 // within a few seconds. A copy whose partitions yield nothing asks it before it gives up on
 // them: a source broker restarting or hung yields nothing too, and that is waited out.
-func (e *Engine) sourceAnswers(ctx context.Context, topics ...string) bool {
+func sourceAnswers(ctx context.Context, adm *kadm.Client, log *slog.Logger, topics ...string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, _, err := cluster.ListOffsets(ctx, e.srcAdm, false, topics...)
+	_, _, err := cluster.ListOffsets(ctx, adm, false, topics...)
 	if err != nil {
-		e.log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
+		log.Info("source cluster not answering while partitions have records left; waiting", "err", err)
 	}
 	return err == nil
 }

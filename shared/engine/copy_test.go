@@ -194,17 +194,17 @@ func TestInflightBudget(t *testing.T) {
 		{auto, 64, 2 << 20}, {auto, 100, 2 << 20}, {auto, 1000, 2 << 20},
 		{set, 1, 3 << 20}, {set, 1000, 3 << 20},
 	} {
-		if got := tc.e.inflightBudget(tc.partitions); got != tc.want {
+		if got := tc.e.opts.inflightBudget(tc.partitions); got != tc.want {
 			t.Errorf("MaxBufferedBytes %d, %d partitions: budget %d, want %d", tc.e.opts.MaxBufferedBytes, tc.partitions, got, tc.want)
 		}
 	}
-	if got := auto.sharedInflightBudget(); got != 2<<20 {
+	if got := auto.opts.sharedInflightBudget(); got != 2<<20 {
 		t.Errorf("shared budget %d, want 2 MiB", got)
 	}
-	if got := set.sharedInflightBudget(); got != 3<<20 {
+	if got := set.opts.sharedInflightBudget(); got != 3<<20 {
 		t.Errorf("configured shared budget %d, want 3 MiB", got)
 	}
-	if got := auto.producerBufferedBytes(); got != 32<<20 {
+	if got := auto.opts.producerBufferedBytes(); got != 32<<20 {
 		t.Errorf("producer buffer %d, want 2 × 8 MiB + 16 MiB", got)
 	}
 	// A burst starts small and opens up at its first acknowledgement; shared producers do not.
@@ -226,7 +226,7 @@ func TestInflightBudget(t *testing.T) {
 		works = append(works, &work{tp: TP{"t", p}, end: 1})
 	}
 	wide := newCopier(auto, BurstOptions{}, works, readyTopic(1), disabledEmitter())
-	if got, want := wide.bound(), auto.inflightBudget(len(works)); got != want {
+	if got, want := wide.bound(), auto.opts.inflightBudget(len(works)); got != want {
 		t.Errorf("bound of a %d-partition burst before its first acknowledgement %d, want its budget %d", len(works), got, want)
 	}
 	if narrow := newCopier(auto, BurstOptions{}, works[:narrowPartitions], readyTopic(1), disabledEmitter()); narrow.bound() != 256<<10 {
@@ -246,7 +246,7 @@ func TestFetchBudget(t *testing.T) {
 		{auto, 1, 512 << 10}, {auto, 8, 512 << 10}, {auto, 128, 512 << 10}, {auto, 256, 1 << 20},
 		{auto, 1000, 4000 << 10}, {auto, 5000, 4 << 20}, {set, 8, 1 << 20}, {set, 1000, 1 << 20},
 	} {
-		if got := tc.e.fetchBudget(tc.partitions); got != tc.want {
+		if got := tc.e.opts.fetchBudget(tc.partitions); got != tc.want {
 			t.Errorf("FetchMaxBytes %d, %d partitions: fetch budget %d, want %d", tc.e.opts.FetchMaxBytes, tc.partitions, got, tc.want)
 		}
 	}

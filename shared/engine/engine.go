@@ -254,7 +254,7 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 // parts it depends on.
 func (e *Engine) wire() {
 	e.planner = &topicPlanner{opts: e.opts, src: e.src, tgt: e.tgt, srcAdm: e.srcAdm, tgtAdm: e.tgtAdm, log: e.log,
-		refresh: e.refreshPositions()}
+		refresh: e.opts.refreshPositions()}
 	e.positions = newPositionStore(e.opts, e.tgt, e.tgtAdm, e.dial, e.planner.internalTopicConfigs(Target), e.log)
 	e.planner.positions = e.positions
 	e.runs.max = maxConcurrentCopies

@@ -301,7 +301,7 @@ func (r *eosRun) copyAttempt(ctx, stopCtx context.Context, tp TP, pending *unset
 	next := w.start
 	var stall stallWatch
 	giveUp := false
-	answers := func(ctx context.Context) bool { return e.sourceAnswers(ctx, tp.Topic) }
+	answers := func(ctx context.Context) bool { return sourceAnswers(ctx, e.srcAdm, e.log, tp.Topic) }
 	// A chunk gathers records over several (small) fetches up to eosMaxChunkBytes of record
 	// bytes, so transactions stay large while the fetched (decompressed) data held at once
 	// stays small.

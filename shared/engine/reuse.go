@@ -89,7 +89,7 @@ func (e *Engine) dataProducerOpts() []kgo.Opt {
 	return e.producerOpts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedBytes(e.producerBufferedBytes()),
+		kgo.MaxBufferedBytes(e.opts.producerBufferedBytes()),
 		kgo.MaxBufferedRecords(maxBufferedRecords),
 	)
 }
