@@ -22,12 +22,19 @@ import (
 
 func freePort(t *testing.T) int {
 	t.Helper()
+	l := listen(t)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// listen opens a listener on a free loopback port.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l
 }
 
 // pod is one revision pod of a Knative Service: the process and Knative's view of it.
@@ -46,6 +53,15 @@ type pod struct {
 // periodSeconds (the kubelet's probe).
 func startPod(t *testing.T, bin string, svc Service, env map[string]string) *pod {
 	t.Helper()
+	p, err := startPodErr(t, bin, svc, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startPodErr is startPod returning its failure, for a goroutine other than the test's.
+func startPodErr(t *testing.T, bin string, svc Service, env map[string]string) (*pod, error) {
 	port := freePort(t)
 	cmd := exec.Command(filepath.Join(bin, svc.Function), svc.Args...)
 	cmd.Env = []string{fmt.Sprintf("PORT=%d", port), "POD_NAME=" + svc.Name + "-00001-deployment-1", "PATH=" + os.Getenv("PATH")}
@@ -56,7 +72,7 @@ func startPod(t *testing.T, bin string, svc Service, env map[string]string) *pod
 	cmd.Stdout, cmd.Stderr = log, log
 	p := &pod{svc: svc, base: fmt.Sprintf("http://127.0.0.1:%d", port), started: time.Now(), cmd: cmd, log: log}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("starting %s: %w", svc.Name, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -80,10 +96,10 @@ func startPod(t *testing.T, bin string, svc Service, env map[string]string) *pod
 		p.probes++
 		if code, _ := get(p.base + svc.ReadinessPath); code == http.StatusOK {
 			p.ready = time.Since(p.started)
-			return p
+			return p, nil
 		}
 		if time.Now().After(until) {
-			t.Fatalf("%s: readiness probe %s never answered 200 in 60 s", svc.Name, svc.ReadinessPath)
+			return nil, fmt.Errorf("%s: readiness probe %s never answered 200 in 60 s", svc.Name, svc.ReadinessPath)
 		}
 	}
 }
@@ -122,15 +138,20 @@ func (p *pod) ping(t *testing.T, source string) (int, string) {
 // idle time to reach zero.
 func TestReplayKnative(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("-short: the replay builds the functions and needs the brokers")
-	}
-	c := testkit.Require(t)
 	objs, err := KustomizeBuild(RepoFile("knative"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs, pings, err := KnativeServices(objs, RepoFile("knative", "secret.example.yaml"))
+	knativeReplay(t, objs, RepoFile("knative", "secret.example.yaml"))
+}
+
+// knativeReplay replays a rendered Knative shape's Services and PingSources (TestReplayKnative).
+func knativeReplay(t *testing.T, objs []map[string]any, secretFile string) {
+	if testing.Short() {
+		t.Skip("-short: the replay builds the functions and needs the brokers")
+	}
+	c := testkit.Require(t)
+	svcs, pings, err := KnativeServices(objs, secretFile)
 	if err != nil {
 		t.Fatal(err)
 	}

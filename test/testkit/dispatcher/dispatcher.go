@@ -53,8 +53,10 @@ type Config struct {
 	// Sink is the function's URL (spec.sink).
 	Sink string
 	// Name of the KafkaSource; empty means a name unique to the test. The consumer group is
-	// Name + "-group", so a new name starts from the earliest offsets.
+	// Group, or Name + "-group", so a new name starts from the earliest offsets.
 	Name string
+	// Group is spec.consumerGroup; empty means Name + "-group".
+	Group string
 	// Namespace of the KafkaSource; empty means "default".
 	Namespace string
 	// Unordered is spec.ordering: unordered instead of ordered.
@@ -149,7 +151,11 @@ func New(t testing.TB, cfg Config) *Dispatcher {
 		}
 		cfg.Name = strings.Trim(strings.ReplaceAll(cfg.Name, "_", "-"), "-")
 	}
-	d := &Dispatcher{Dir: t.TempDir(), Name: cfg.Name, Group: cfg.Name + "-group", t: t, script: Script(t), cfg: cfg, generation: 1}
+	group := cfg.Group
+	if group == "" {
+		group = cfg.Name + "-group"
+	}
+	d := &Dispatcher{Dir: t.TempDir(), Name: cfg.Name, Group: group, t: t, script: Script(t), cfg: cfg, generation: 1}
 	d.writeContract()
 	t.Cleanup(func() {
 		d.Stop()
@@ -268,7 +274,7 @@ func (d *Dispatcher) Reconfigure(cfg Config) {
 	d.t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cfg.Name = d.Name
+	cfg.Name, cfg.Group = d.Name, d.Group
 	d.cfg = cfg
 	d.generation++
 	before := strings.Count(d.Log(), "Reconciled contract generation")
