@@ -194,7 +194,9 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	// the platform does it: the dispatcher's poll, the activator starting the pod, readiness,
 	// the first event's copy.
 	first := make(chan time.Time, 1)
-	tgtAdm := testkit.Admin(t, c.Target.Bootstrap)
+	// Metadata refreshed every 10 ms: the remote topic does not exist until the first copy, and
+	// with franz-go's default (5 s) the unknown topic's metadata would be read again only then.
+	tgtAdm := kadm.NewClient(testkit.Client(t, c.Target.Bootstrap, kgo.MetadataMinAge(10*time.Millisecond)))
 	go func() {
 		for ctx.Err() == nil {
 			if ends, err := tgtAdm.ListEndOffsets(ctx, remote); err == nil {
@@ -229,15 +231,13 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	case <-ctx.Done():
 		t.Fatalf("%s: no record reached the target after the first event (pod: %v)", shape, act.podErr)
 	}
-	// Every event answered: the group's committed offsets reach the ends, and the target holds
-	// every record so far.
+	// The target holds every record so far (the events' copies).
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	endMap := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { endMap[o.Partition] = o.Offset })
-	d.WaitCommitted(topic, endMap, 2*time.Minute)
 	waitKeys(t, c.Target.Bootstrap, remote, expected, time.Minute)
 
 	// The last record of partition 3 carries a header value with CR LF: the dispatcher cannot
@@ -247,13 +247,13 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	if err := srcCl.ProduceSync(ctx, bad).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	eventsBefore := act.count()
+	// Every event answered or given up: the group's committed offsets reach the ends.
 	endMap[3] = bad.Offset + 1
 	gaveUp := time.Now()
 	d.WaitCommitted(topic, endMap, 2*time.Minute)
 	gaveUpAfter := time.Since(gaveUp)
-	if n := act.count(); n != eventsBefore {
-		t.Errorf("%s: the record with CR LF in a header value reached the Service as an event (%d events after it)", shape, n-eventsBefore)
+	if act.sent(3, bad.Offset) {
+		t.Errorf("%s: the record with CR LF in a header value (partition 3 offset %d) reached the Service as an event", shape, bad.Offset)
 	}
 	if keys := readKeys(t, c.Target.Bootstrap, remote); keys["unsendable"] > 0 {
 		t.Errorf("%s: the unsendable record is on the target before any burst: the test shows nothing", shape)
@@ -329,10 +329,16 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 		len(got), dups, strings.Count(d.Log(), "prohibited character")+strings.Count(d.Log(), "only ' ' and '\\t' are allowed"))
 }
 
-func (a *activator) count() int {
+// sent reports whether an event for partition p at offset o arrived.
+func (a *activator) sent(p int32, o int64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.events
+	for _, off := range a.offsets[fmt.Sprint(p)] {
+		if off == fmt.Sprint(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // readKeys counts the records of topic on the target by key.

@@ -70,6 +70,8 @@ func suffix(t *testing.T) string {
 // run is one process a platform started.
 type run struct {
 	w          *Workload
+	job        int // the execution (Job) the run is a pod of
+	attempt    int // 0, then one more for each retry of a failed pod
 	start, end time.Time
 	exit       int
 	killed     string // why the platform stopped it: "deadline", "rollout"; empty: it ended itself
@@ -88,7 +90,9 @@ type platform struct {
 	env     map[string]map[string]string // per workload name: the current settings
 	runs    []*run
 	live    map[string]map[*run]*exec.Cmd
+	pending map[string]int // executions waiting to retry a failed pod (they still run)
 	podSeq  int
+	jobSeq  int
 	wg      sync.WaitGroup
 	stopped bool
 }
@@ -126,11 +130,25 @@ func localize(t *testing.T, env map[string]string, c testkit.Clusters, topic, sf
 	return out
 }
 
-func (p *platform) start(w *Workload) {
+// start starts an execution of w (a Job, a Container Apps job execution) unless the platform
+// lets no more run.
+func (p *platform) start(w *Workload) { p.launch(w, 0, 0) }
+
+// launch starts a pod of execution job (attempt 0: a new execution). A pod that fails (exit
+// not 0, not stopped by the platform) is started again after the pod back-off (10 s doubling,
+// Kubernetes') until the workload's RetryLimit is used up.
+func (p *platform) launch(w *Workload, job, attempt int) {
 	p.mu.Lock()
-	if p.stopped || (w.MaxRunning > 0 && len(p.live[w.Name]) >= w.MaxRunning) {
+	if attempt > 0 {
+		p.pending[w.Name]--
+	}
+	if p.stopped || (attempt == 0 && w.MaxRunning > 0 && len(p.live[w.Name])+p.pending[w.Name] >= w.MaxRunning) {
 		p.mu.Unlock()
 		return
+	}
+	if attempt == 0 {
+		p.jobSeq++
+		job = p.jobSeq
 	}
 	p.podSeq++
 	env := []string{fmt.Sprintf("POD_NAME=%s-%d", w.Name, p.podSeq), "PATH=" + os.Getenv("PATH")}
@@ -142,7 +160,7 @@ func (p *platform) start(w *Workload) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
-	r := &run{w: w, start: time.Now()}
+	r := &run{w: w, job: job, attempt: attempt, start: time.Now()}
 	if err := cmd.Start(); err != nil {
 		p.mu.Unlock()
 		p.t.Errorf("%s: %v", w.Name, err)
@@ -166,7 +184,6 @@ func (p *platform) start(w *Workload) {
 			deadline.Stop()
 		}
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		r.end, r.stderr = time.Now(), stderr.String()
 		if ee, ok := err.(*exec.ExitError); ok {
 			r.exit = ee.ExitCode()
@@ -174,6 +191,15 @@ func (p *platform) start(w *Workload) {
 			r.exit = -1
 		}
 		delete(p.live[w.Name], r)
+		retry := r.exit != 0 && r.killed == "" && attempt < w.RetryLimit && !p.stopped
+		if retry {
+			p.pending[w.Name]++
+			p.wg.Add(1)
+		}
+		p.mu.Unlock()
+		if retry {
+			time.AfterFunc(scaled(10*time.Second<<attempt), func() { defer p.wg.Done(); p.launch(w, job, attempt+1) })
+		}
 	}()
 }
 
@@ -248,6 +274,11 @@ func (p *platform) schedule(ctx context.Context, w *Workload, group string) {
 func (p *platform) anyLive() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, n := range p.pending {
+		if n > 0 {
+			return true
+		}
+	}
 	for _, l := range p.live {
 		if len(l) > 0 {
 			return true
@@ -288,16 +319,45 @@ func produce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
 
 // scenario: a backlog, steady produce, a settings change, catch-up, then an idle window.
 func scenario(t *testing.T, shape string, workloads []Workload) {
+	scenarioWith(t, shape, workloads, scenarioOptions{})
+}
+
+// scenarioOptions vary the scenario.
+type scenarioOptions struct {
+	// outage: the target is a broker of its own, stopped from the 8th to the 24th of the 40
+	// produce batches (3.2 platform minutes, plus the broker's restart) while the triggers keep
+	// ticking, then started again with its data. The idle window is left out (the other cases
+	// count the wake-ups).
+	outage bool
+}
+
+func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenarioOptions) {
 	if testing.Short() {
 		t.Skip("-short: the replay builds the functions and needs the brokers")
 	}
 	c := testkit.Require(t)
+	var downAt, upAt time.Time
+	var targetCtl func(verb string)
+	if opts.outage {
+		eb := testkit.StartExtraBroker(t, c, "replay-tgt-", 3, func(int) []string { return nil })
+		c.Target.Bootstrap = eb.Plain
+		targetCtl = func(verb string) {
+			cmd := exec.Command(eb.Script(), verb, eb.Name)
+			cmd.Env = append(os.Environ(), "MM2GO_KAFKA_HOME="+eb.Home)
+			if c.KafkaLib != "" {
+				cmd.Env = append(cmd.Env, "MM2GO_KAFKA_LIB="+c.KafkaLib)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("kafka.sh %s %s: %v\n%s", verb, eb.Name, err, out)
+			}
+		}
+	}
 	bin := functionBinaries(t)
 	sfx := suffix(t)
 	topic := testkit.CreateTopic(t, c.Source.Bootstrap, testkit.Name(t, "orders"), 4, nil)
 	srcCl := testkit.Client(t, c.Source.Bootstrap, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	p := &platform{t: t, bin: bin, clusters: c, topic: topic, adm: kadm.NewClient(srcCl),
-		env: map[string]map[string]string{}, live: map[string]map[*run]*exec.Cmd{}}
+		env: map[string]map[string]string{}, live: map[string]map[*run]*exec.Cmd{}, pending: map[string]int{}}
 	var mirrors []*Workload
 	var others []*Workload
 	for i := range workloads {
@@ -329,6 +389,14 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 	for i := 0; i < steadyBatches; i++ {
 		produce(t, srcCl, topic, produced, perBatch)
 		produced += perBatch
+		switch {
+		case opts.outage && i == 8:
+			downAt = time.Now() // the broker's shutdown takes a while, and it answers nothing meanwhile
+			targetCtl("pause")
+		case opts.outage && i == 24:
+			targetCtl("resume") // returns once the broker is started again
+			upAt = time.Now()
+		}
 		if i == steadyBatches/2 {
 			// The edit lands while a mirror run is going, as a real edit can.
 			for until := time.Now().Add(5 * time.Second); !p.anyLive() && time.Now().Before(until); {
@@ -382,7 +450,9 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 	p.mu.Lock()
 	idleFrom := len(p.runs)
 	p.mu.Unlock()
-	time.Sleep(scaled(idleWindow))
+	if !opts.outage {
+		time.Sleep(scaled(idleWindow))
+	}
 	cancel()
 	sched.Wait()
 	p.mu.Lock()
@@ -402,12 +472,21 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 		p.wg.Wait()
 	}
 
-	// Every run ended by itself with 0, or was stopped by the platform.
+	// Every run ended by itself with 0, or was stopped by the platform; while the target is
+	// down (and until it is started again) a run may end with 3, "run again later", which the
+	// platform reads as a failed pod.
+	outageExits := map[int]int{}
 	for _, r := range p.runs {
 		if r.killed == "rollout" {
 			t.Errorf("%s: editing the settings stopped a running %s (rollout not gradual)", shape, r.w.Name)
 		}
 		if r.exit != 0 && r.killed == "" {
+			if opts.outage && r.start.Before(upAt) && r.end.After(downAt) {
+				outageExits[r.exit]++
+				if r.exit == 3 {
+					continue
+				}
+			}
 			t.Errorf("%s: %s exited %d: %s", shape, r.w.Name, r.exit, errorLines(r.stderr))
 		}
 	}
@@ -428,10 +507,18 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 			missing++
 		}
 	}
-	killed, overlaps := 0, 0
+	// A run that did not end with 0 may leave records it wrote without storing their positions:
+	// at most the records it copied (its summary's records), the at-least-once bound. A run
+	// with no summary (killed) leaves the bound open.
+	killed, overlaps, bound, bounded := 0, 0, int64(0), true
 	for i, a := range p.runs {
-		if a.killed != "" {
+		if a.killed != "" || a.exit != 0 {
 			killed++
+			if n, ok := summaryRecords(a); ok {
+				bound += n
+			} else if a.w.Function == "mirror" {
+				bounded = false
+			}
 		}
 		for _, b := range p.runs[i+1:] {
 			if a.w.Function == "mirror" && b.w.Function == "mirror" && b.start.Before(a.end) && a.start.Before(b.end) {
@@ -447,6 +534,65 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 	}
 	if dups > 0 && killed == 0 {
 		t.Errorf("%s: %d records copied twice with no run stopped: two runs copied one partition at once (%d overlapping mirror runs)", shape, dups, overlaps)
+	}
+	if bounded && int64(dups) > bound {
+		t.Errorf("%s: %d records copied twice, more than the %d the stopped or failed runs copied: two runs copied one partition at once (%d overlapping mirror runs)", shape, dups, bound, overlaps)
+	}
+	if opts.outage {
+		// What the platform shows for the executions that met the outage.
+		type verdict struct {
+			w     *Workload
+			exits []int
+		}
+		jobs := map[int]*verdict{}
+		var order []int
+		met := map[int]bool{}
+		for _, r := range p.runs {
+			if r.w.Function == "mirror" && r.start.Before(upAt) && r.end.After(downAt) {
+				met[r.job] = true
+			}
+		}
+		for _, r := range p.runs {
+			if !met[r.job] {
+				continue
+			}
+			v := jobs[r.job]
+			if v == nil {
+				v = &verdict{w: r.w}
+				jobs[r.job] = v
+				order = append(order, r.job)
+			}
+			code := r.exit
+			if r.killed != "" {
+				code = -1
+			}
+			v.exits = append(v.exits, code)
+		}
+		failed, succeeded := 0, 0
+		var desc []string
+		for _, j := range order {
+			v := jobs[j]
+			last := v.exits[len(v.exits)-1]
+			switch {
+			case last == 0:
+				succeeded++
+			case last == -1: // stopped at its deadline: the execution failed, no retry
+				failed++
+			default:
+				// A failed pod is started again until the retry limit is used up; then the
+				// execution failed (Job Failed, BackoffLimitExceeded; execution Failed).
+				failed++
+				if len(v.exits) != v.w.RetryLimit+1 {
+					t.Errorf("%s: a failed %s execution had %d pods %v, want %d (retry limit %d)", shape, v.w.Name, len(v.exits), v.exits, v.w.RetryLimit+1, v.w.RetryLimit)
+				}
+			}
+			desc = append(desc, fmt.Sprintf("%v", v.exits))
+		}
+		if failed == 0 {
+			t.Errorf("%s: no mirror execution failed while the target was down: the outage was not seen (%d executions met it: %s)", shape, len(order), strings.Join(desc, " "))
+		}
+		t.Logf("%s: target down %v (%.0f platform minutes) until started again; %d mirror executions met the outage, %d failed, %d succeeded; pod exits per execution (-1: stopped at its deadline) %s; exits of failed pods %v; duplicates %d (bound %d, open: %v)",
+			shape, upAt.Sub(downAt).Round(time.Millisecond), upAt.Sub(downAt).Minutes()*compress, len(order), failed, succeeded, strings.Join(desc, " "), outageExits, dups, bound, !bounded)
 	}
 	var lines []string
 	byName := map[string]int{}
@@ -476,7 +622,7 @@ func scenario(t *testing.T, shape string, workloads []Workload) {
 			}
 		}
 	}
-	t.Logf("%s: %d records (%d backlog), caught up after %v (%.0f platform minutes), %d duplicates, %d runs stopped, %d overlapping mirror runs\n  %s",
+	t.Logf("%s: %d records (%d backlog), caught up after %v (%.0f platform minutes), %d duplicates, %d runs stopped or failed, %d overlapping mirror runs\n  %s",
 		shape, produced, backlog, caught.Round(time.Millisecond), caught.Minutes()*compress, dups, killed, overlaps, strings.Join(lines, "\n  "))
 }
 
@@ -501,6 +647,21 @@ func firstRecord(r *run) (time.Duration, bool) {
 		}
 		burstStart := sum.Time.Add(-d)
 		return burstStart.Add(time.Duration(sum.FirstRecordMS) * time.Millisecond).Sub(r.start), true
+	}
+	return 0, false
+}
+
+// summaryRecords is the records count of a run's summary (the JSON line on stdout).
+func summaryRecords(r *run) (int64, bool) {
+	for _, l := range strings.Split(r.stderr, "\n") {
+		var sum struct {
+			Msg     *string `json:"msg"`
+			Reason  *string `json:"reason"`
+			Records *int64  `json:"records"`
+		}
+		if json.Unmarshal([]byte(l), &sum) == nil && sum.Msg == nil && sum.Reason != nil && sum.Records != nil {
+			return *sum.Records, true
+		}
 	}
 	return 0, false
 }
@@ -549,6 +710,35 @@ func TestReplayKEDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	scenario(t, "keda", ws)
+}
+
+// TestReplayKubernetesCronJobsTargetOutage: deploy/kubernetes with the target stopped for
+// about 5 platform minutes mid-scenario: the executions that meet it fail (pods exit 3, retried
+// up to backoffLimit), the next ones catch up.
+func TestReplayKubernetesCronJobsTargetOutage(t *testing.T) {
+	t.Parallel()
+	objs, err := KustomizeBuild(RepoFile("deploy", "kubernetes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := KubernetesWorkloads("kubernetes", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenarioWith(t, "kubernetes target outage", ws, scenarioOptions{outage: true})
+}
+
+// TestReplayContainerAppsTargetOutage: the ARM template with deployEventJob=true and the target
+// stopped mid-scenario: both mirror jobs keep being started, their executions fail (no retry,
+// replicaRetryLimit 0) until it is back.
+func TestReplayContainerAppsTargetOutage(t *testing.T) {
+	t.Parallel()
+	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"),
+		map[string]any{"deployEventJob": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenarioWith(t, "aca target outage", ws, scenarioOptions{outage: true})
 }
 
 // TestReplayContainerApps: the ARM template with its parameters file and deployEventJob=true

@@ -42,6 +42,9 @@ type Workload struct {
 	MaxRunning int
 	// Deadline is when the platform stops a run (activeDeadlineSeconds, replicaTimeout).
 	Deadline time.Duration
+	// RetryLimit is how often the platform starts a failed run's pod again before it calls
+	// the execution failed (a Job's backoffLimit, default 6; replicaRetryLimit).
+	RetryLimit int
 	// GracefulRollout is true when editing the workload leaves its running runs alone
 	// (ScaledJob rollout.strategy gradual; CronJobs and Container Apps jobs always do).
 	GracefulRollout bool
@@ -264,7 +267,10 @@ func podWorkload(shape, name string, js batchv1.JobSpec, configMaps, secrets map
 	if err != nil {
 		return Workload{}, fmt.Errorf("%s: %w", name, err)
 	}
-	w := Workload{Shape: shape, Name: name, Function: fn, Args: c.Args, Env: env}
+	w := Workload{Shape: shape, Name: name, Function: fn, Args: c.Args, Env: env, RetryLimit: 6}
+	if js.BackoffLimit != nil {
+		w.RetryLimit = int(*js.BackoffLimit)
+	}
 	if js.ActiveDeadlineSeconds != nil {
 		w.Deadline = time.Duration(*js.ActiveDeadlineSeconds) * time.Second
 	}
@@ -324,6 +330,7 @@ func ACAWorkloads(templateFile, paramsFile string, overrides map[string]any) ([]
 				Configuration struct {
 					TriggerType           string
 					ReplicaTimeout        int
+					ReplicaRetryLimit     int
 					ScheduleTriggerConfig *struct {
 						CronExpression string
 						Parallelism    int
@@ -356,7 +363,7 @@ func ACAWorkloads(templateFile, paramsFile string, overrides map[string]any) ([]
 		}
 		cfg, c := res.Properties.Configuration, res.Properties.Template.Containers[0]
 		w := Workload{Shape: "aca", Name: res.Name, Function: path.Base(c.Command[0]), Args: c.Args, Env: map[string]string{},
-			Deadline: time.Duration(cfg.ReplicaTimeout) * time.Second, GracefulRollout: true}
+			Deadline: time.Duration(cfg.ReplicaTimeout) * time.Second, RetryLimit: cfg.ReplicaRetryLimit, GracefulRollout: true}
 		for _, e := range c.Env {
 			if e.SecretRef != "" {
 				v, ok := acaSecretValues[e.SecretRef]
