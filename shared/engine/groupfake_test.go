@@ -232,3 +232,66 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	}
 	f.assertCopied(recs, "src.orders")
 }
+
+// TestFakeGroupRevokedWhileFinishingIsHandedOverStored: a rebalance can revoke the partitions
+// of a burst group member while it finishes (its loop has ended, its last records are still in
+// flight). The group must get them only once those records are written and their positions
+// stored: the member that gets them next starts from the stored positions, and copied the
+// records in flight a second time before. Here the target holds member A's first produce
+// request until member B has its assignment (or 10 s have passed).
+func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold := make(chan struct{})
+	var held atomic.Bool
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
+			for _, p := range tp.Partitions {
+				if (bytes.Contains(p.Records, []byte("k0-")) || bytes.Contains(p.Records, []byte("k1-"))) && held.CompareAndSwap(false, true) {
+					f.tgt.SleepControl(func() { <-hold })
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	adm := kadm.NewClient(f.client(Source))
+	described := func() kadm.DescribedGroup {
+		gs, _ := adm.DescribeGroups(ctx, "g")
+		return gs["g"]
+	}
+	bDone := make(chan Summary, 1)
+	var bErr error
+	var once sync.Once
+	aDone := make(chan struct{})
+	var a Summary
+	var aErr error
+	go func() {
+		defer close(aDone)
+		a, aErr = f.engine().Burst(ctx, BurstOptions{Group: "g", fetched: func() {
+			once.Do(func() { // A's loop has produced every record; the first request is held
+				go func() {
+					s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+					bErr = err
+					bDone <- s
+				}()
+				go func() { // release once B has its assignment, or after 10 s
+					defer close(hold)
+					for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+						if g := described(); g.State == "Stable" && len(g.Members) == 2 {
+							return
+						}
+					}
+				}()
+			})
+		}})
+	}()
+	<-aDone
+	b := <-bDone
+	if aErr != nil || bErr != nil {
+		t.Fatalf("member A: %v, member B: %v", aErr, bErr)
+	}
+	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertCopied(recs, "src.orders")
+}
