@@ -792,11 +792,10 @@ func tpNames(m map[string][]int32) []string {
 }
 
 // revoke (group mode) finishes revoked partitions before another member takes them: waits
-// for in-flight records and stores their positions.
-//
-// While the member is finishing (closing: the loop has ended and finish stores positions, or the
-// member is leaving) it only records the revocation, so that a reopened loop does not copy a
-// partition it no longer owns.
+// for in-flight records and stores their positions, also while the member is finishing
+// (closing: the loop has ended and finish stores positions, or the member is leaving), and
+// takes them off its books, so that a reopened loop does not copy a partition it no longer
+// owns.
 func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	c.mu.Lock()
 	closing := c.closing
@@ -804,14 +803,23 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	if len(m) == 0 {
 		return
 	}
-	if !closing {
-		if err := c.sink.flush(ctx); err != nil {
-			c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
-		}
-		_ = c.commits.commit(c.writeCtx, commitRevoke)
-		if err := c.commits.flush(ctx); err != nil {
-			c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
-		}
+	// Finishing or not, the partitions reach the group only once their records in flight are
+	// written and their positions stored: the member that gets them next starts from there.
+	// (A finishing member used to return at once; the next member started from the positions
+	// stored before and copied the records in flight a second time.) While finishing it waits
+	// as finish does, not on franz-go's context, which a leave ends.
+	wctx := ctx
+	if closing {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.finishWait())
+		defer cancel()
+	}
+	if err := c.sink.flush(wctx); err != nil {
+		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
+	}
+	_ = c.commits.commit(c.writeCtx, commitRevoke)
+	if err := c.commits.flush(wctx); err != nil {
+		c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
 	}
 	c.mu.Lock()
 	// A revocation is followed by a new assignment (possibly of other partitions): the burst
