@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -110,6 +110,27 @@ type Summary struct {
 // MoreToDo reports whether records were left to copy.
 func (s Summary) MoreToDo() bool { return s.Lag > 0 }
 
+// burstRunner runs a copy from its start to its summary: the order of a burst's start (topics
+// prepared beside the internal topics' checks, planning and the source consumer started early),
+// the exactly-once or at-least-once copy, the lag group commit and the summary. Bursts and
+// serve's shared copies both run through runWith.
+//
+// Ownership: it has no lock and no state of its own; every field is set by Engine.wire and
+// read-only afterwards. pipe is the engine itself, used only for the write pipeline's
+// constructors (newCopier, runExactlyOnce, newSyncEmitter, forwarding, dialConsumer,
+// dataProducerOpts), which take the engine.
+type burstRunner struct {
+	opts      Options
+	log       *slog.Logger
+	dial      DialFunc
+	tgt       *kgo.Client
+	srcAdm    *kadm.Client
+	planner   *topicPlanner
+	positions *positionStore
+	reuse     *reused // serve's long-lived producers and checks, for runs with reuse
+	pipe      *Engine
+}
+
 // work is one partition to copy in a burst.
 type work struct {
 	tp     TP
@@ -129,24 +150,29 @@ type work struct {
 // budget in bo is reached or ctx is canceled, then commits positions and offset syncs. The
 // returned error is non-nil only if the burst failed; the Summary is filled in either case.
 func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
+	return e.runner.burst(ctx, bo)
+}
+
+// burst is Engine.Burst.
+func (br *burstRunner) burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	start := time.Now()
-	topics, err := e.planner.discover(ctx)
+	topics, err := br.planner.discover(ctx)
 	if err != nil {
-		return e.failed(start, err)
+		return br.failed(start, err)
 	}
-	e.log.Debug("topics discovered", "topics", len(topics), "elapsed", time.Since(start).String())
-	if err := e.planner.checkBudgets(ctx, topics); err != nil {
-		return e.failed(start, err)
+	br.log.Debug("topics discovered", "topics", len(topics), "elapsed", time.Since(start).String())
+	if err := br.planner.checkBudgets(ctx, topics); err != nil {
+		return br.failed(start, err)
 	}
 	tps, remote := partitionsOf(topics)
-	if bo.Group != "" && e.opts.ExactlyOnce {
+	if bo.Group != "" && br.opts.ExactlyOnce {
 		// Overlapping exactly-once bursts are safe (fencing), they just do not split work.
-		e.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
+		br.log.Warn("burst groups are not used in exactly-once mode: this burst takes every partition", "group", bo.Group)
 		bo.Group = ""
 	}
-	prepare := func(ctx context.Context) ([]cluster.NewTopic, error) { return e.planner.prepareTargets(ctx, topics) }
-	s, err := e.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
-	e.planner.syncACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
+	prepare := func(ctx context.Context) ([]cluster.NewTopic, error) { return br.planner.prepareTargets(ctx, topics) }
+	s, err := br.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
+	br.planner.syncACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
 	return s, err
 }
 
@@ -161,73 +187,13 @@ func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int3
 	if through >= 0 {
 		limit = through + 1
 	}
-	return e.copyPartition(ctx, topic, partition, limit, through)
+	return e.runs.copyPartition(ctx, topic, partition, limit, through)
 }
 
-// copyPartition is CopyPartition copying offsets below limit (< 0: to the end seen when the
-// copy plans) for a caller that needs offset need durable (< 0: nothing in particular): a call
-// whose need this process already made durable is answered without a copy.
-func (e *Engine) copyPartition(ctx context.Context, topic string, partition int32, limit, need int64) (Summary, error) {
-	start := time.Now()
-	if !e.planner.selected(topic) {
-		return e.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
-	}
-	tp := TP{topic, partition}
-	if n, ok := e.positions.known.get(tp); ok && need >= 0 && n > need {
-		return e.answered(start, tp, e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)), nil
-	}
-	arrived := e.runs.arrive()
-	defer arrived(nil)
-	if err := e.warmed(ctx); err != nil {
-		return e.failed(start, err)
-	}
-	t, err := e.prepareOne(ctx, topic, partition)
-	if err != nil {
-		return e.failed(start, err)
-	}
-	return e.copyShared(ctx, &copyCall{tp: tp, remote: t.Remote, limit: limit, need: need, start: start}, arrived)
-}
-
-// prepareOne checks that the source partition exists and readies its remote topic, trusting
-// a check made within reuseTTL (at start-up by Warm): that saves a metadata request per call; a
-// partition beyond it means the topic grew, so it asks. A remote topic that cannot be made
-// ready fails this call only.
-func (e *Engine) prepareOne(ctx context.Context, topic string, partition int32) (Topic, error) {
-	parts, ok := e.preparedPartitions(topic)
-	if !ok || partition >= parts {
-		md, err := e.srcAdm.Metadata(ctx, topic)
-		if err != nil {
-			return Topic{}, fmt.Errorf("describing source topic %q: %w", topic, err)
-		}
-		d, ok := md.Topics[topic]
-		if !ok || d.Err != nil {
-			if ok {
-				err = d.Err
-			}
-			return Topic{}, fmt.Errorf("describing source topic %q: %v", topic, err)
-		}
-		parts = int32(len(d.Partitions))
-	}
-	if partition < 0 || partition >= parts {
-		return Topic{}, fmt.Errorf("source topic %q has no partition %d", topic, partition)
-	}
-	t := Topic{Source: topic, Remote: e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic), Partitions: parts}
-	if !e.preparedRecently(topic, t.Partitions) {
-		if err := e.planner.checkBudgets(ctx, []Topic{t}); err != nil {
-			return Topic{}, err
-		}
-		if err := e.planner.prepareServed(ctx, []Topic{t}); err != nil {
-			return Topic{}, err
-		}
-		e.rememberPrepared(topic, t.Partitions)
-	}
-	return t, nil
-}
-
-func (e *Engine) failed(start time.Time, err error) (Summary, error) {
+func (br *burstRunner) failed(start time.Time, err error) (Summary, error) {
 	d := time.Since(start)
 	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
-		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: e.opts.ExactlyOnce}, err
+		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: br.opts.ExactlyOnce}, err
 }
 
 // runWith plans and copies the given partitions. limit optionally lowers the end offset of
@@ -243,7 +209,7 @@ func (e *Engine) failed(start time.Time, err error) (Summary, error) {
 // the offsets topic behind them (its many partitions would otherwise hold up the remote
 // topics on the target broker); positions are written once it is ready. Exactly-once, group
 // and reuse runs read positions first, so they wait for it.
-func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(ctx context.Context) ([]cluster.NewTopic, error)) (Summary, error) {
+func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, reuse bool, prepare func(ctx context.Context) ([]cluster.NewTopic, error)) (Summary, error) {
 	if bo.Grace <= 0 {
 		bo.Grace = 10 * time.Second
 	}
@@ -253,11 +219,11 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 			bo.settled()
 		}
 	}()
-	ensureOffsets, newSyncs := e.positions.ensure, e.newSyncEmitter
+	ensureOffsets, newSyncs := br.positions.ensure, br.pipe.newSyncEmitter
 	if reuse {
-		ensureOffsets, newSyncs = e.positions.reusedTopic, e.reusedSyncEmitter
+		ensureOffsets, newSyncs = br.positions.reusedTopic, br.reuse.syncEmitter
 	}
-	deferrable := !reuse && !e.opts.ExactlyOnce && bo.Group == "" && len(tps) > 0
+	deferrable := !reuse && !br.opts.ExactlyOnce && bo.Group == "" && len(tps) > 0
 	var (
 		wg                   sync.WaitGroup
 		syncs                *syncEmitter
@@ -268,17 +234,17 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	)
 	prepared := make(chan struct{})
 	readyMS := int64(-1)
-	forward := e.forwarding(bo, reuse, len(tps))
+	forward := br.pipe.forwarding(bo, reuse, len(tps))
 	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
 	wg.Go(func() {
 		defer close(prepared)
 		if prepare != nil {
 			created, prepareErr = prepare(ctx)
 			if prepareErr == nil && !forward {
-				e.planner.awaitServing(ctx, created)
+				br.planner.awaitServing(ctx, created)
 			}
 			readyMS = time.Since(start).Milliseconds()
-			e.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
+			br.log.Debug("remote topics ready", "elapsed", time.Since(start).String())
 		}
 	})
 	// Planning (and with it the source consumer's start) runs beside the preparation of the
@@ -286,21 +252,21 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	// partitions are assigned; exactly-once runs after fencing.
 	early := earlyStart{warm: !reuse, forward: forward}
 	planEarly := func(offsetsParts int32) {
-		if bo.Group == "" && !e.opts.ExactlyOnce && len(tps) > 0 {
-			wg.Go(func() { e.planEarly(ctx, tps, remote, limit, offsetsParts, &early) })
+		if bo.Group == "" && !br.opts.ExactlyOnce && len(tps) > 0 {
+			wg.Go(func() { br.planEarly(ctx, tps, remote, limit, offsetsParts, &early) })
 		}
 	}
-	if reuse && !e.opts.ExactlyOnce {
-		if p := e.positions.creatingTopic(); p != nil {
+	if reuse && !br.opts.ExactlyOnce {
+		if p := br.positions.creatingTopic(); p != nil {
 			// A first start's warm-up is creating the offsets topic: no position exists.
-			e.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
+			br.log.Debug("planning without positions: the offsets topic is being created", "partitions", len(tps))
 			offsets = p
 			planEarly(0)
 		}
 	}
 	if deferrable && offsets == nil {
 		var st cluster.TopicState
-		if st, offsetsErr = cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
+		if st, offsetsErr = cluster.DescribeTopic(ctx, br.tgt, br.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
 			offsets = createInBackground(prepared, func() (int32, error) {
 				n, _, err := ensureOffsets(ctx)
 				return n, err
@@ -329,28 +295,28 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	}
 	if err := errors.Join(prepareErr, offsetsErr, syncsErr); err != nil {
 		early.close()
-		return e.failed(start, err)
+		return br.failed(start, err)
 	}
 	defer syncs.close()
 	if len(tps) == 0 {
-		s := e.finishSummary(start, nil, ReasonDone, nil)
+		s := br.finishSummary(start, nil, ReasonDone, nil)
 		s.TopicsReadyMS = readyMS
 		return s, nil
 	}
-	if e.opts.ExactlyOnce {
-		sum, err := e.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
+	if br.opts.ExactlyOnce {
+		sum, err := br.pipe.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
 		sum.TopicsReadyMS = readyMS
-		e.commitLagGroup(ctx, sum, err)
+		br.commitLagGroup(ctx, sum, err)
 		return sum, err
 	}
 	// Group runs plan as partitions are assigned; every other run was planned above.
 	works, err := early.works, early.err
 	if err != nil {
 		early.close()
-		return e.failed(start, err)
+		return br.failed(start, err)
 	}
-	e.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
-	c := newCopier(e, bo, works, offsets, syncs)
+	br.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
+	c := newCopier(br.pipe, bo, works, offsets, syncs)
 	if early.cons != nil {
 		c.pool, c.early = early.pool, early.cons
 	}
@@ -364,7 +330,7 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 	copying = true
 	sum, err := c.run(ctx, start)
 	sum.TopicsReadyMS = readyMS
-	e.commitLagGroup(ctx, sum, err)
+	br.commitLagGroup(ctx, sum, err)
 	return sum, err
 }
 
@@ -373,8 +339,8 @@ func (e *Engine) runWith(ctx context.Context, start time.Time, bo BurstOptions, 
 // consumer lag (KEDA's kafka scaler, kafka-consumer-groups.sh) see mm2go's. The group is never
 // read back: positions live in the offsets topic. A failed commit is logged, not fatal: the
 // copy and its positions stand.
-func (e *Engine) commitLagGroup(ctx context.Context, s Summary, err error) {
-	if e.opts.LagGroup == "" || err != nil {
+func (br *burstRunner) commitLagGroup(ctx context.Context, s Summary, err error) {
+	if br.opts.LagGroup == "" || err != nil {
 		return
 	}
 	offs := kadm.Offsets{}
@@ -388,12 +354,12 @@ func (e *Engine) commitLagGroup(ctx context.Context, s Summary, err error) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	resp, cerr := e.srcAdm.CommitOffsets(cctx, e.opts.LagGroup, offs)
+	resp, cerr := br.srcAdm.CommitOffsets(cctx, br.opts.LagGroup, offs)
 	if cerr == nil {
 		cerr = resp.Error()
 	}
 	if cerr != nil {
-		e.log.Warn("positions not committed to the lag group (MM2_LAG_GROUP); lag-based scaling sees old offsets", "group", e.opts.LagGroup, "err", cerr)
+		br.log.Warn("positions not committed to the lag group (MM2_LAG_GROUP); lag-based scaling sees old offsets", "group", br.opts.LagGroup, "err", cerr)
 	}
 }
 
@@ -414,13 +380,13 @@ type earlyStart struct {
 
 // planEarly plans tps (from the positions in the offsets topic's offsetsParts partitions, or
 // without positions if 0) and starts the source consumer of the partitions with work.
-func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
+func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, es *earlyStart) {
 	if offsetsParts > 0 {
-		es.works, es.err = e.planner.plan(ctx, tps, remote, limit, offsetsParts)
+		es.works, es.err = br.planner.plan(ctx, tps, remote, limit, offsetsParts)
 	} else {
-		es.works, es.err = e.planner.planCopies(ctx, tps, remote, limit, nil, true)
+		es.works, es.err = br.planner.planCopies(ctx, tps, remote, limit, nil, true)
 	}
-	e.log.Debug("planned", "partitions", len(es.works))
+	br.log.Debug("planned", "partitions", len(es.works))
 	if es.err != nil {
 		return
 	}
@@ -430,18 +396,18 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 	}
 	if es.forward {
 		if es.warm {
-			es.prod = e.warmProducer(ctx)
+			es.prod = br.warmProducer(ctx)
 		}
 		return
 	}
 	pool := &fetchPool{}
-	cons, err := e.dialConsumer(ctx, pool, len(es.works), kgo.ConsumePartitions(offs))
+	cons, err := br.pipe.dialConsumer(ctx, pool, len(es.works), kgo.ConsumePartitions(offs))
 	if err != nil {
 		return // the copier connects again and reports the failure
 	}
 	es.cons, es.pool = cons, pool
 	if es.warm {
-		es.prod = e.warmProducer(ctx)
+		es.prod = br.warmProducer(ctx)
 	}
 }
 
@@ -451,15 +417,15 @@ func (e *Engine) planEarly(ctx context.Context, tps []TP, remote map[string]stri
 // answers InitProducerID, some 15 ms of a new flow's first record on a local broker (franz-go
 // debug log). Only a plan with records to copy warms one, so an idle run sends nothing more.
 // It returns nil if the client cannot be built: the copier dials again and reports that.
-func (e *Engine) warmProducer(ctx context.Context) *kgo.Client {
-	prod, err := e.dial(ctx, Target, e.dataProducerOpts()...)
+func (br *burstRunner) warmProducer(ctx context.Context) *kgo.Client {
+	prod, err := br.dial(ctx, Target, br.pipe.dataProducerOpts()...)
 	if err != nil {
 		return nil
 	}
 	go func() {
 		// A failure here is the first produce's to report: it loads the ID again.
 		if _, _, err := prod.ProducerID(ctx); err != nil {
-			e.log.Debug("target producer not warmed", "err", err)
+			br.log.Debug("target producer not warmed", "err", err)
 		}
 	}()
 	return prod
@@ -537,10 +503,10 @@ func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
 }
 
 // finishSummary builds a Summary from per-partition results.
-func (e *Engine) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
+func (br *burstRunner) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
 	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
-		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.planner.takeGaps(parts)}
+		Reason: reason, ExactlyOnce: br.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: br.planner.takeGaps(parts)}
 	for _, p := range parts {
 		ts := s.Topics[p.tp.Topic]
 		if ts == nil {

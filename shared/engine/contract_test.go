@@ -27,11 +27,11 @@ func TestFakeUserDeliveryTimeoutHonoured(t *testing.T) {
 	f.extra = []kgo.Opt{kgo.RecordDeliveryTimeout(want)}
 	e := f.engine()
 	ctx := context.Background()
-	prod, _, err := e.reusedProducers(ctx)
+	prod, _, err := e.reuse.producers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	warmed := e.warmProducer(ctx)
+	warmed := e.runner.warmProducer(ctx)
 	if warmed == nil {
 		t.Fatal("no warmed producer")
 	}
@@ -71,12 +71,12 @@ func TestFakeEachCopyOwnsItsOffsetSyncs(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
 	e := f.engine()
 	ctx := context.Background()
-	a, err := e.reusedSyncEmitter(ctx, false)
+	a, err := e.reuse.syncEmitter(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.close()
-	b, err := e.reusedSyncEmitter(ctx, false)
+	b, err := e.reuse.syncEmitter(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestFakeReuseLockNotHeldAcrossIO(t *testing.T) {
 	ctx := context.Background()
 	emitted := make(chan error, 1)
 	go func() {
-		s, err := e.reusedSyncEmitter(ctx, false)
+		s, err := e.reuse.syncEmitter(ctx, false)
 		if err == nil {
 			s.close()
 		}
@@ -210,7 +210,7 @@ func TestFakeReuseLockNotHeldAcrossIO(t *testing.T) {
 	}
 	read := make(chan struct{})
 	go func() {
-		e.preparedRecently("orders", 1)
+		e.reuse.preparedRecently("orders", 1)
 		close(read)
 	}()
 	select {

@@ -302,12 +302,12 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	c.started = start
 	if c.bo.Group != "" {
 		if err := c.snapshotEnds(ctx); err != nil {
-			return e.failed(start, err)
+			return e.runner.failed(start, err)
 		}
 	}
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
-		return e.failed(start, err)
+		return e.runner.failed(start, err)
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once.
@@ -541,7 +541,7 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	e := c.e
 	closeProducers = func() {}
 	if c.reuse {
-		if c.prod, c.commits.prod, err = e.reusedProducers(ctx); err != nil {
+		if c.prod, c.commits.prod, err = e.reuse.producers(ctx); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 	} else {
@@ -1150,7 +1150,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		st.mu.Unlock()
 	}
 	err := c.error()
-	s := c.e.finishSummary(start, parts, reason, err)
+	s := c.e.runner.finishSummary(start, parts, reason, err)
 	s.ForwardedRecords = c.forwarded.Load()
 	s.ResentBatches = c.resent.Load()
 	if ns := c.firstAckNS.Load(); ns > 0 {

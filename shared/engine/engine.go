@@ -13,6 +13,7 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/filter"
 	"github.com/mm2go/mm2go/shared/metrics"
+	"github.com/mm2go/mm2go/shared/offsetsync"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -205,11 +206,13 @@ type Engine struct {
 	src, tgt       *kgo.Client // metadata/admin clients
 	srcAdm, tgtAdm *kadm.Client
 
-	reuse     reused         // CopyPartition's long-lived producers and recent checks
+	// The parts, each owning its state and lock (docs/design.md, "the engine's parts"), wired
+	// by wire.
 	planner   *topicPlanner  // topics: selection, plan, creation, configs, ACLs, gaps
-	runs      copyRuns       // CopyPartition calls that wait at the same time are copied together
 	positions *positionStore // the offsets topic and what this process made durable
-	srcEnds   durable        // payload mode: the source partitions' ends last seen (sourceHolds)
+	reuse     reused         // serve's long-lived producers, recent checks and warm-up
+	runs      copyRuns       // the serve coordinator: CopyPartition calls, copied together
+	runner    *burstRunner   // a copy from its start to its summary (bursts and shared copies)
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -253,10 +256,19 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 // wire builds the engine's parts from its options, clients and logger, each given only the
 // parts it depends on.
 func (e *Engine) wire() {
-	e.planner = &topicPlanner{opts: e.opts, src: e.src, tgt: e.tgt, srcAdm: e.srcAdm, tgtAdm: e.tgtAdm, log: e.log,
-		refresh: e.opts.refreshPositions()}
+	e.planner = &topicPlanner{opts: e.opts, src: e.src, tgt: e.tgt, srcAdm: e.srcAdm, tgtAdm: e.tgtAdm, log: e.log}
 	e.positions = newPositionStore(e.opts, e.tgt, e.tgtAdm, e.dial, e.planner.internalTopicConfigs(Target), e.log)
 	e.planner.positions = e.positions
+	e.runner = &burstRunner{opts: e.opts, log: e.log, dial: e.dial, tgt: e.tgt, srcAdm: e.srcAdm,
+		planner: e.planner, positions: e.positions, reuse: &e.reuse, pipe: e}
+	e.reuse.dial, e.reuse.log, e.reuse.tgt, e.reuse.opts = e.dial, e.log, e.tgt, e.opts
+	e.reuse.positions, e.reuse.planner = e.positions, e.planner
+	e.reuse.dataOpts, e.reuse.ensureSyncs = e.dataProducerOpts, e.ensureSyncsTopic
+	e.reuse.emitter = func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, permits chan struct{}) *syncEmitter {
+		return newEmitter(e, cl, topic, shared, w, permits)
+	}
+	e.runs.opts, e.runs.log, e.runs.srcAdm = e.opts, e.log, e.srcAdm
+	e.runs.positions, e.runs.planner, e.runs.reuse, e.runs.runner = e.positions, e.planner, &e.reuse, e.runner
 	e.runs.max = maxConcurrentCopies
 }
 
@@ -285,7 +297,7 @@ func withClientDefaults(dial DialFunc) DialFunc {
 
 // Close releases the engine's clients.
 func (e *Engine) Close() {
-	e.reuse.close(e)
+	e.reuse.close()
 	e.src.Close()
 	e.tgt.Close()
 }

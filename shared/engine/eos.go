@@ -63,7 +63,7 @@ func (e *Engine) runExactlyOnce(ctx context.Context, start time.Time, bo BurstOp
 	// Fence every earlier copier of these partitions first: that aborts their open
 	// transactions at once, so position reads below need not wait for them to time out.
 	if err := r.fenceAll(ctx, tps); err != nil {
-		return e.failed(start, err)
+		return e.runner.failed(start, err)
 	}
 	queue := make(chan TP)
 	var wg sync.WaitGroup
@@ -141,7 +141,7 @@ feed:
 			r.results[i].lag = 0
 		}
 	}
-	s := e.finishSummary(start, r.results, reason, r.err)
+	s := e.runner.finishSummary(start, r.results, reason, r.err)
 	if ns := r.firstAckNS.Load(); ns > 0 {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}

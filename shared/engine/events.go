@@ -33,7 +33,7 @@ func (e *Engine) CopyThrough(ctx context.Context, topic string, partition int32,
 	if n, ok := e.positions.known.get(tp); ok && n > offset {
 		return n, nil
 	}
-	sum, err := e.copyPartition(ctx, topic, partition, -1, offset)
+	sum, err := e.runs.copyPartition(ctx, topic, partition, -1, offset)
 	if err != nil {
 		return 0, fmt.Errorf("copying %s through %d: %w", tp, offset, err)
 	}
@@ -101,7 +101,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	if !e.planner.selected(topic) {
 		return fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic)
 	}
-	release, err := e.hold(ctx, tp)
+	release, err := e.runs.hold(ctx, tp)
 	if err != nil {
 		return err
 	}
@@ -121,18 +121,18 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	case !ok || next < rec.Offset:
 		return fmt.Errorf("writing %s offset %d (next to copy: %d, known %v): %w", tp, rec.Offset, next, ok, ErrBehind)
 	}
-	if err := e.sourceHolds(ctx, tp, rec.Offset); err != nil {
+	if err := e.runs.sourceHolds(ctx, tp, rec.Offset); err != nil {
 		return err
 	}
 	remote := e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, topic)
-	if _, err := e.prepareOne(ctx, topic, partition); err != nil {
+	if _, err := e.runs.prepareOne(ctx, topic, partition); err != nil {
 		return err
 	}
 	parts, _, err := e.positions.reusedTopic(ctx)
 	if err != nil {
 		return err
 	}
-	syncs, err := e.reusedSyncEmitter(ctx, false)
+	syncs, err := e.reuse.syncEmitter(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -167,11 +167,11 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 // beyond offset: a payload event may not stand for a record the source does not hold (yet), as
 // fetch mode refuses such an offset. Ends only grow, so the last end seen answers most calls
 // without a request.
-func (e *Engine) sourceHolds(ctx context.Context, tp TP, offset int64) error {
-	if end, ok := e.srcEnds.get(tp); ok && end > offset {
+func (r *copyRuns) sourceHolds(ctx context.Context, tp TP, offset int64) error {
+	if end, ok := r.srcEnds.get(tp); ok && end > offset {
 		return nil
 	}
-	_, ends, err := cluster.ListOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, tp.Topic)
+	_, ends, err := cluster.ListOffsets(ctx, r.srcAdm, r.opts.ExactlyOnce || r.opts.ReadCommitted, tp.Topic)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
@@ -180,17 +180,16 @@ func (e *Engine) sourceHolds(ctx context.Context, tp TP, offset int64) error {
 		return fmt.Errorf("end offset of source partition %s: %v", tp, end.Err)
 	}
 	if end.Offset <= offset {
-		e.srcEnds.forget(tp) // the partition may have started over
+		r.srcEnds.forget(tp) // the partition may have started over
 		return fmt.Errorf("offset %d of %s: %w (end %d)", offset, tp, ErrNoSuchRecord, end.Offset)
 	}
-	e.srcEnds.advance(tp, end.Offset)
+	r.srcEnds.advance(tp, end.Offset)
 	return nil
 }
 
 // hold makes tp busy (no shared copy takes or sweeps it) until release is called, waiting while
 // a copy holds it.
-func (e *Engine) hold(ctx context.Context, tp TP) (release func(), err error) {
-	r := &e.runs
+func (r *copyRuns) hold(ctx context.Context, tp TP) (release func(), err error) {
 	for {
 		r.mu.Lock()
 		if !r.busy[tp] {
@@ -199,7 +198,7 @@ func (e *Engine) hold(ctx context.Context, tp TP) (release func(), err error) {
 			}
 			r.busy[tp] = true
 			r.mu.Unlock()
-			return func() { e.release([]TP{tp}) }, nil
+			return func() { r.release([]TP{tp}) }, nil
 		}
 		freed := r.freedSignal()
 		r.mu.Unlock()

@@ -203,3 +203,9 @@ func bareEngine(opts Options) *Engine {
 	e.wire()
 	return e
 }
+
+// setLogger makes logger the log of e and of its parts (e not used yet), as if New had got it.
+func setLogger(e *Engine, logger *slog.Logger) {
+	e.log = logger
+	e.wire()
+}

@@ -240,7 +240,7 @@ func (pn *topicPlanner) planPartition(tp TP, remote string, pos, logStart, end, 
 	switch {
 	case pos >= 0 && w.gap == nil:
 		w.start = pos + 1
-		if w.start >= w.end && pn.refresh {
+		if w.start >= w.end && pn.opts.refreshPositions() {
 			w.initPos = pos // idle: store it again so it outlives the topic's retention
 		}
 	case pos >= 0:

@@ -339,7 +339,7 @@ func TestSharedCopyIsolatesFailures(t *testing.T) {
 
 	e := f.engine()
 	var logs testkit.SyncBuffer // written by the copies' goroutines, read below
-	e.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	setLogger(e, slog.New(slog.NewJSONHandler(&logs, nil)))
 	e.runs.max = 1
 	ctx := context.Background()
 	// Held behind the start-up warm-up, the four calls are released together and go into
@@ -418,7 +418,7 @@ func TestWarmInBackgroundGatesCopies(t *testing.T) {
 	for i, want := range []int64{5, 3} {
 		e := f.engine()
 		var logs testkit.SyncBuffer
-		e.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		setLogger(e, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		ctx := context.Background()
 		warmErr := make(chan error, 1)
 		e.WarmInBackground(ctx, func(err error) { warmErr <- err })

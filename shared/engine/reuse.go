@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -24,10 +25,28 @@ const reuseTTL = 30 * time.Second
 // producers for records and positions, the offset-syncs producer, and recent checks. Bursts
 // do not use it (a burst is the process's only work, its clients live as long as it does).
 //
+// It also runs serve's warm-up (warm), which readies the topics those calls need and records
+// them as prepared.
+//
+// Ownership: the fields above checks are set by Engine.wire and read-only afterwards: what
+// reused depends on (the position store, the topic planner, a target client, the dial function
+// and two functions of the offset-sync pipeline). checks is its own (singleflight).
+//
 // Lock: mu guards every field below it but inflight (its own), and is never held across
 // network I/O: checks that do I/O run outside it, one at a time per kind (checks, a
 // singleflight group: concurrent callers wait for the one running, each within its own ctx).
 type reused struct {
+	dial        DialFunc
+	log         *slog.Logger
+	tgt         *kgo.Client
+	opts        Options
+	positions   *positionStore
+	planner     *topicPlanner
+	dataOpts    func() []kgo.Opt                // the records' producer options (Engine.dataProducerOpts)
+	ensureSyncs func(ctx context.Context) error // Engine.ensureSyncsTopic
+	// emitter is newEmitter on the engine, for a shared producer of offset syncs.
+	emitter func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, permits chan struct{}) *syncEmitter
+
 	checks singleflight.Group
 
 	mu                    sync.Mutex
@@ -59,7 +78,7 @@ type preparedTopic struct {
 	at         time.Time
 }
 
-func (r *reused) close(e *Engine) {
+func (r *reused) close() {
 	r.mu.Lock()
 	prod, posProd, syncCl, w, permits := r.prod, r.posProd, r.syncCl, r.syncWriter, r.syncPermits
 	r.prod, r.posProd, r.syncCl = nil, nil, nil
@@ -67,9 +86,9 @@ func (r *reused) close(e *Engine) {
 	if syncCl != nil && w != nil {
 		// The newest position of every partition gets its sync before the process ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		topic, _ := e.OffsetSyncsTopic()
-		if err := newEmitter(e, syncCl, topic, true, w, permits).flushAll(ctx); err != nil {
-			e.log.Warn("last offset syncs not written", "err", err)
+		topic, _ := offsetSyncsTopic(r.opts)
+		if err := r.emitter(syncCl, topic, true, w, permits).flushAll(ctx); err != nil {
+			r.log.Warn("last offset syncs not written", "err", err)
 		}
 		cancel()
 	}
@@ -104,10 +123,9 @@ func positionProducerOpts() []kgo.Opt {
 	}
 }
 
-// reusedProducers returns the long-lived record and position producers, connecting them on
+// producers returns the long-lived record and position producers, connecting them on
 // first use (outside r.mu: a client of a caller that lost the race is closed).
-func (e *Engine) reusedProducers(ctx context.Context) (prod, posProd *kgo.Client, err error) {
-	r := &e.reuse
+func (r *reused) producers(ctx context.Context) (prod, posProd *kgo.Client, err error) {
 	r.mu.Lock()
 	prod, posProd = r.prod, r.posProd
 	r.mu.Unlock()
@@ -116,12 +134,12 @@ func (e *Engine) reusedProducers(ctx context.Context) (prod, posProd *kgo.Client
 	}
 	dialed := prod == nil
 	if dialed {
-		if prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
+		if prod, err = r.dial(ctx, Target, r.dataOpts()...); err != nil {
 			return nil, nil, err
 		}
 	}
 	if posProd == nil {
-		if posProd, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+		if posProd, err = r.dial(ctx, Target, positionProducerOpts()...); err != nil {
 			if dialed {
 				prod.Close()
 			}
@@ -158,12 +176,11 @@ func (r *reused) check(ctx context.Context, key string, do func() error) error {
 	}
 }
 
-// reusedSyncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
+// syncEmitter is newSyncEmitter over the long-lived offset-syncs producer (the topic
 // checked at most once per reuseTTL, outside r.mu). The emitter sends and waits for the syncs
 // of its own partitions only.
-func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) {
-	r := &e.reuse
-	topic, side := e.OffsetSyncsTopic()
+func (r *reused) syncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) {
+	topic, side := offsetSyncsTopic(r.opts)
 	r.mu.Lock()
 	stale := r.syncCl == nil || time.Since(r.syncsChecked) >= reuseTTL
 	r.mu.Unlock()
@@ -173,7 +190,7 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 		err := r.check(ctx, "syncs", func() error {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reuseTTL)
 			defer cancel()
-			if err := e.ensureSyncsTopic(cctx); err != nil {
+			if err := r.ensureSyncs(cctx); err != nil {
 				return err
 			}
 			r.mu.Lock()
@@ -189,7 +206,7 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 	cl := r.syncCl
 	r.mu.Unlock()
 	if cl == nil {
-		mine, err := e.dial(ctx, side, syncProducerOpts(0)...)
+		mine, err := r.dial(ctx, side, syncProducerOpts(0)...)
 		if err != nil {
 			return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 		}
@@ -201,10 +218,10 @@ func (e *Engine) reusedSyncEmitter(ctx context.Context, _ bool) (*syncEmitter, e
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.syncWriter == nil {
-		r.syncWriter = offsetsync.NewWriter(e.opts.OffsetLagMax)
+		r.syncWriter = offsetsync.NewWriter(r.opts.OffsetLagMax)
 		r.syncPermits = producerSyncPermits(cl)
 	}
-	return newEmitter(e, cl, topic, true, r.syncWriter, r.syncPermits), nil
+	return r.emitter(cl, topic, true, r.syncWriter, r.syncPermits), nil
 }
 
 // promoteOften reports whether the delayed offset sync of tp in the shared writer may be
@@ -228,8 +245,7 @@ func (r *reused) promoteOften(tp TP) bool {
 // that check, so event-driven calls sync a topic's configs at most every reuseTTL (MM2 does it
 // every sync.topic.configs.interval.seconds, 600 s by default): checking on every call cost
 // each first copy three admin round trips.
-func (e *Engine) preparedRecently(topic string, partitions int32) bool {
-	r := &e.reuse
+func (r *reused) preparedRecently(topic string, partitions int32) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.prepared[topic]
@@ -238,8 +254,7 @@ func (e *Engine) preparedRecently(topic string, partitions int32) bool {
 
 // preparedPartitions returns the partition count of topic as last checked, if within
 // reuseTTL.
-func (e *Engine) preparedPartitions(topic string) (int32, bool) {
-	r := &e.reuse
+func (r *reused) preparedPartitions(topic string) (int32, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.prepared[topic]
@@ -251,8 +266,7 @@ func (e *Engine) preparedPartitions(topic string) (int32, bool) {
 
 // preparedTopics returns every topic checked so far (by the warm-up or a call) with its
 // partition count as last seen, whatever its age: the topics a shared copy sweeps.
-func (e *Engine) preparedTopics() map[string]int32 {
-	r := &e.reuse
+func (r *reused) preparedTopics() map[string]int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int32, len(r.prepared))
@@ -262,8 +276,7 @@ func (e *Engine) preparedTopics() map[string]int32 {
 	return out
 }
 
-func (e *Engine) rememberPrepared(topic string, partitions int32) {
-	r := &e.reuse
+func (r *reused) rememberPrepared(topic string, partitions int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.prepared == nil {
@@ -277,37 +290,37 @@ func (e *Engine) rememberPrepared(topic string, partitions int32) {
 // producer, and the offsets topic, which it waits for until it answers. mirror serve runs it
 // at start, beside serving (WarmInBackground), so the first events of many new topics do not
 // each wait for their own topic.
-func (e *Engine) Warm(ctx context.Context) error { return e.warm(ctx, nil) }
+func (e *Engine) Warm(ctx context.Context) error { return e.reuse.warm(ctx, nil) }
 
 // warm is Warm; release, if not nil, is called once copies may start: on a flow's first start
 // (no offsets topic yet, so no stored position anywhere) as soon as the remote and offset-syncs
 // topics are ready, the offsets topic being created behind them as a first burst does;
 // otherwise at the end.
-func (e *Engine) warm(ctx context.Context, release func()) error {
+func (r *reused) warm(ctx context.Context, release func()) error {
 	start := time.Now()
-	topics, err := e.planner.discover(ctx)
+	topics, err := r.planner.discover(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.planner.checkBudgets(ctx, topics); err != nil {
+	if err := r.planner.checkBudgets(ctx, topics); err != nil {
 		return err
 	}
-	offsets, err := cluster.DescribeTopic(ctx, e.tgt, e.opts.OffsetStorageTopic)
+	offsets, err := cluster.DescribeTopic(ctx, r.tgt, r.opts.OffsetStorageTopic)
 	if err != nil {
-		return fmt.Errorf("describing offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
+		return fmt.Errorf("describing offsets topic %q on target: %w", r.opts.OffsetStorageTopic, err)
 	}
 	ready := func() (int32, error) {
-		n, _, err := e.positions.reusedTopic(ctx)
+		n, _, err := r.positions.reusedTopic(ctx)
 		if err != nil {
 			return 0, err
 		}
 		// A partition created a moment ago refuses ListOffsets for a while (hundreds of ms
 		// here); copies read positions from the offsets topic, so wait here, once, until it
 		// answers.
-		if err := cluster.WaitForServing(ctx, e.tgt, e.opts.OffsetStorageTopic); err != nil {
-			return 0, fmt.Errorf("offsets topic %q on target: %w", e.opts.OffsetStorageTopic, err)
+		if err := cluster.WaitForServing(ctx, r.tgt, r.opts.OffsetStorageTopic); err != nil {
+			return 0, fmt.Errorf("offsets topic %q on target: %w", r.opts.OffsetStorageTopic, err)
 		}
-		e.log.Debug("warm-up: offsets topic answers", "elapsed", time.Since(start).String())
+		r.log.Debug("warm-up: offsets topic answers", "elapsed", time.Since(start).String())
 		return n, nil
 	}
 	var (
@@ -316,7 +329,7 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 	)
 	wg.Go(func() {
 		// Beside the remote topics: the offset-syncs topic is on the source by default.
-		s, err := e.reusedSyncEmitter(ctx, false)
+		s, err := r.syncEmitter(ctx, false)
 		if err == nil {
 			s.close()
 		}
@@ -326,25 +339,25 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 		// Nothing to create: check it beside the remote topics.
 		wg.Go(func() { _, offsetErr = ready() })
 	}
-	err = e.planner.prepareServed(ctx, topics)
+	err = r.planner.prepareServed(ctx, topics)
 	wg.Wait()
 	if err = errors.Join(err, syncErr, offsetErr); err != nil {
 		return err
 	}
 	for _, t := range topics {
-		e.rememberPrepared(t.Source, t.Partitions)
+		r.rememberPrepared(t.Source, t.Partitions)
 	}
-	e.log.Debug("warm-up: remote and offset-syncs topics ready", "topics", len(topics), "elapsed", time.Since(start).String())
+	r.log.Debug("warm-up: remote and offset-syncs topics ready", "topics", len(topics), "elapsed", time.Since(start).String())
 	if offsets.Exists {
 		return nil
 	}
-	if e.opts.ExactlyOnce || release == nil {
+	if r.opts.ExactlyOnce || release == nil {
 		// Exactly-once copies read positions after fencing: they wait for the topic.
 		_, err := ready()
 		return err
 	}
 	p := createInBackground(nil, ready)
-	e.positions.setCreating(p)
+	r.positions.setCreating(p)
 	release()
 	_, err = p.wait(ctx)
 	return err
@@ -356,14 +369,19 @@ func (e *Engine) warm(ctx context.Context, release func()) error {
 // A call released by a warm-up that failed prepares what it needs itself. done, if not nil,
 // gets Warm's error.
 func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
+	e.reuse.warmInBackground(ctx, done)
+}
+
+// warmInBackground is Engine.WarmInBackground.
+func (r *reused) warmInBackground(ctx context.Context, done func(error)) {
 	ch := make(chan struct{})
-	e.reuse.mu.Lock()
-	e.reuse.warming = ch
-	e.reuse.mu.Unlock()
+	r.mu.Lock()
+	r.warming = ch
+	r.mu.Unlock()
 	var once sync.Once
 	release := func() { once.Do(func() { close(ch) }) }
 	go func() {
-		err := e.warm(ctx, release)
+		err := r.warm(ctx, release)
 		release()
 		if done != nil {
 			done(err)
@@ -377,10 +395,10 @@ func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
 func (e *Engine) NoPositionsYet() bool { return e.positions.creatingTopic() != nil }
 
 // warmed waits until a warm-up in progress has ended.
-func (e *Engine) warmed(ctx context.Context) error {
-	e.reuse.mu.Lock()
-	ch := e.reuse.warming
-	e.reuse.mu.Unlock()
+func (r *reused) warmed(ctx context.Context) error {
+	r.mu.Lock()
+	ch := r.warming
+	r.mu.Unlock()
 	if ch == nil {
 		return nil
 	}

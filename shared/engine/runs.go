@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/mm2go/mm2go/shared/cluster"
 )
@@ -42,13 +45,23 @@ const maxPartitionsPerRun = 512
 // fail the others. It stops early (positions stored) only when every call waiting for it
 // has given up.
 //
-// Ownership: every field is guarded by mu, and so are the run and abandoned fields of the
-// calls.
+// It is the serve coordinator: besides the runs, it answers CopyPartition calls (copyPartition,
+// prepareOne) and the payload events' checks (hold, sourceHolds).
 //
-// Lock: mu guards every field (and each copyCall's fields marked so); it is never held across
-// network I/O. Waiters sleep on channels closed under mu: arrived (no call on its way) and
-// freed (a partition left busy).
+// Ownership: the fields above mu are set by Engine.wire and read-only afterwards; srcEnds has
+// its own lock (durable.mu, a leaf). mu guards every field below it, and the run and abandoned
+// fields of the calls; it is never held across network I/O. Waiters sleep on channels closed
+// under mu: arrived (no call on its way) and freed (a partition left busy).
 type copyRuns struct {
+	opts      Options
+	log       *slog.Logger
+	srcAdm    *kadm.Client
+	positions *positionStore // what this process made durable: calls answered from memory
+	planner   *topicPlanner  // topic selection and remote topics for prepareOne
+	reuse     *reused        // prepared topics (prepareOne, the sweep) and the warm-up to wait for
+	runner    *burstRunner   // runs the shared copies
+	srcEnds   durable        // payload mode: the source partitions' ends last seen (sourceHolds)
+
 	mu       sync.Mutex
 	queue    []*copyCall
 	busy     map[TP]bool // partitions of running copies, until their positions are stored
@@ -149,13 +162,72 @@ type sharedRun struct {
 	waiting int // calls still waiting for it, under copyRuns.mu
 }
 
+// copyPartition is CopyPartition copying offsets below limit (< 0: to the end seen when the
+// copy plans) for a caller that needs offset need durable (< 0: nothing in particular): a call
+// whose need this process already made durable is answered without a copy.
+func (r *copyRuns) copyPartition(ctx context.Context, topic string, partition int32, limit, need int64) (Summary, error) {
+	start := time.Now()
+	if !r.planner.selected(topic) {
+		return r.runner.failed(start, fmt.Errorf("topic %q is not replicated by this flow (filter, internal or cycle)", topic))
+	}
+	tp := TP{topic, partition}
+	if n, ok := r.positions.known.get(tp); ok && need >= 0 && n > need {
+		return r.answered(start, tp, r.opts.Policy.FormatRemoteTopic(r.opts.SourceAlias, topic)), nil
+	}
+	arrived := r.arrive()
+	defer arrived(nil)
+	if err := r.reuse.warmed(ctx); err != nil {
+		return r.runner.failed(start, err)
+	}
+	t, err := r.prepareOne(ctx, topic, partition)
+	if err != nil {
+		return r.runner.failed(start, err)
+	}
+	return r.copyShared(ctx, &copyCall{tp: tp, remote: t.Remote, limit: limit, need: need, start: start}, arrived)
+}
+
+// prepareOne checks that the source partition exists and readies its remote topic, trusting
+// a check made within reuseTTL (at start-up by Warm): that saves a metadata request per call; a
+// partition beyond it means the topic grew, so it asks. A remote topic that cannot be made
+// ready fails this call only.
+func (r *copyRuns) prepareOne(ctx context.Context, topic string, partition int32) (Topic, error) {
+	parts, ok := r.reuse.preparedPartitions(topic)
+	if !ok || partition >= parts {
+		md, err := r.srcAdm.Metadata(ctx, topic)
+		if err != nil {
+			return Topic{}, fmt.Errorf("describing source topic %q: %w", topic, err)
+		}
+		d, ok := md.Topics[topic]
+		if !ok || d.Err != nil {
+			if ok {
+				err = d.Err
+			}
+			return Topic{}, fmt.Errorf("describing source topic %q: %v", topic, err)
+		}
+		parts = int32(len(d.Partitions))
+	}
+	if partition < 0 || partition >= parts {
+		return Topic{}, fmt.Errorf("source topic %q has no partition %d", topic, partition)
+	}
+	t := Topic{Source: topic, Remote: r.opts.Policy.FormatRemoteTopic(r.opts.SourceAlias, topic), Partitions: parts}
+	if !r.reuse.preparedRecently(topic, t.Partitions) {
+		if err := r.planner.checkBudgets(ctx, []Topic{t}); err != nil {
+			return Topic{}, err
+		}
+		if err := r.planner.prepareServed(ctx, []Topic{t}); err != nil {
+			return Topic{}, err
+		}
+		r.reuse.rememberPrepared(topic, t.Partitions)
+	}
+	return t, nil
+}
+
 // copyShared queues call, makes sure a loop will take it, and waits for its outcome. If ctx
 // ends first, the call leaves its copy; the last call to leave stops the copy and waits for
 // it to store its positions, so the caller learns how far it got.
-func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func(*copyCall) bool) (Summary, error) {
-	r := &e.runs
+func (r *copyRuns) copyShared(ctx context.Context, call *copyCall, arrived func(*copyCall) bool) (Summary, error) {
 	call.ctx, call.done = ctx, make(chan struct{})
-	e.enqueue(call, arrived)
+	r.enqueue(call, arrived)
 	select {
 	case <-call.done:
 		return call.sum, call.err
@@ -168,7 +240,7 @@ func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func(*c
 		if i := slices.Index(r.queue, call); i >= 0 {
 			r.queue = slices.Delete(r.queue, i, i+1)
 			r.mu.Unlock()
-			return e.failed(call.start, fmt.Errorf("waiting for a copy of %s: %w", call.tp, ctx.Err()))
+			return r.runner.failed(call.start, fmt.Errorf("waiting for a copy of %s: %w", call.tp, ctx.Err()))
 		}
 	case call.run != nil:
 		call.run.waiting--
@@ -183,7 +255,7 @@ func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func(*c
 		case <-call.done:
 			return call.sum, call.err
 		default:
-			return e.failed(call.start, fmt.Errorf("copy of %s not finished: %w", call.tp, ctx.Err()))
+			return r.runner.failed(call.start, fmt.Errorf("copy of %s not finished: %w", call.tp, ctx.Err()))
 		}
 	}
 	<-call.done // the copy stops at once and stores positions within its grace period
@@ -191,9 +263,9 @@ func (e *Engine) copyShared(ctx context.Context, call *copyCall, arrived func(*c
 }
 
 // enqueue adds call to the queue (ending its arrival) and starts a loop if one is free.
-func (e *Engine) enqueue(call *copyCall, arrived func(*copyCall) bool) {
+func (r *copyRuns) enqueue(call *copyCall, arrived func(*copyCall) bool) {
 	if arrived(call) {
-		go e.runCopies()
+		go r.runCopies()
 	}
 }
 
@@ -201,15 +273,14 @@ func (e *Engine) enqueue(call *copyCall, arrived func(*copyCall) bool) {
 // queued call of a distinct partition that no running copy holds (up to maxPartitionsPerRun).
 // Calls for offsets made durable meanwhile are answered on the way. The partitions taken become
 // busy. Called under r.mu.
-func (e *Engine) take() []*copyCall {
-	r := &e.runs
+func (r *copyRuns) take() []*copyCall {
 	var batch, rest []*copyCall
 	seen := map[TP]bool{}
 	solo := false
 	for _, c := range r.queue {
 		if c.need >= 0 {
-			if n, ok := e.positions.known.get(c.tp); ok && n > c.need {
-				c.sum, c.err = e.answered(c.start, c.tp, c.remote), nil
+			if n, ok := r.positions.known.get(c.tp); ok && n > c.need {
+				c.sum, c.err = r.answered(c.start, c.tp, c.remote), nil
 				close(c.done)
 				continue
 			}
@@ -235,8 +306,8 @@ func (e *Engine) take() []*copyCall {
 }
 
 // answered is the outcome of a call answered from memory: nothing to copy.
-func (e *Engine) answered(start time.Time, tp TP, remote string) Summary {
-	return e.finishSummary(start, []partResult{{tp: tp, remote: remote, next: -1}}, ReasonDone, nil)
+func (r *copyRuns) answered(start time.Time, tp TP, remote string) Summary {
+	return r.runner.finishSummary(start, []partResult{{tp: tp, remote: remote, next: -1}}, ReasonDone, nil)
 }
 
 // runCopies runs shared copies until the queue is empty. A copy holds the loop while it
@@ -244,12 +315,11 @@ func (e *Engine) answered(start time.Time, tp TP, remote string) Summary {
 // for its last acknowledgements and stores its positions (on a flow's first start that means
 // waiting for the offsets topic, which took a loaded broker a second: copies that had finished
 // fetching held every loop meanwhile).
-func (e *Engine) runCopies() {
-	r := &e.runs
+func (r *copyRuns) runCopies() {
 	for {
 		r.gather()
 		r.mu.Lock()
-		batch := e.take()
+		batch := r.take()
 		if len(batch) == 0 {
 			r.running--
 			r.mu.Unlock()
@@ -267,7 +337,7 @@ func (e *Engine) runCopies() {
 		go func() {
 			defer cancel()
 			defer release()
-			e.runShared(ctx, batch, release)
+			r.runShared(ctx, batch, release)
 		}()
 		<-fetched
 	}
@@ -276,7 +346,7 @@ func (e *Engine) runCopies() {
 // runShared copies the partitions of batch, and the sweep (other lagging partitions), in one
 // run and answers each call with its own partition's part of the outcome. fetched is called
 // when the run stops fetching. Its partitions stop being busy once it has ended.
-func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func()) {
+func (r *copyRuns) runShared(ctx context.Context, batch []*copyCall, fetched func()) {
 	start := time.Now()
 	tps := make([]TP, len(batch))
 	remote := map[string]string{}
@@ -289,35 +359,34 @@ func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func(
 		}
 	}
 	var swept []TP
-	if !batch[0].solo && !e.opts.NoSweep {
-		swept = e.sweep(ctx, tps, remote)
+	if !batch[0].solo && !r.opts.NoSweep {
+		swept = r.sweep(ctx, tps, remote)
 		tps = append(tps, swept...)
 	}
 	settled := make(chan struct{})
 	bo := BurstOptions{fetched: func() {
-		e.log.Debug("shared copy fetched", "partitions", len(batch), "swept", len(swept), "elapsed", time.Since(start).String())
+		r.log.Debug("shared copy fetched", "partitions", len(batch), "swept", len(swept), "elapsed", time.Since(start).String())
 		fetched()
 	}, settled: func() { close(settled) }}
 	defer func() {
 		select {
 		case <-settled:
-			e.release(tps)
+			r.release(tps)
 		default:
 			go func() { // records still in flight: the copier settles them (at most settleMax)
 				<-settled
-				e.release(tps)
+				r.release(tps)
 			}()
 		}
 	}()
-	sum, err := e.runWith(ctx, start, bo, tps, remote, limit, true, nil)
+	sum, err := r.runner.runWith(ctx, start, bo, tps, remote, limit, true, nil)
 	if err != nil && len(batch) > 1 {
-		e.log.Warn("shared copy failed; copying its partitions again one by one", "partitions", len(batch), "err", err)
-		r := &e.runs
+		r.log.Warn("shared copy failed; copying its partitions again one by one", "partitions", len(batch), "err", err)
 		r.mu.Lock()
 		for _, c := range slices.Backward(batch) {
 			if c.abandoned {
 				// Nobody waits for it, or its last caller waits for this outcome.
-				c.sum, c.err = e.partSummary(sum, c, start, err)
+				c.sum, c.err = r.partSummary(sum, c, start, err)
 				close(c.done)
 				continue
 			}
@@ -329,15 +398,14 @@ func (e *Engine) runShared(ctx context.Context, batch []*copyCall, fetched func(
 		return
 	}
 	for _, c := range batch {
-		c.sum, c.err = e.partSummary(sum, c, start, err)
+		c.sum, c.err = r.partSummary(sum, c, start, err)
 		close(c.done)
 	}
 }
 
 // release frees the partitions of a copy that ended and starts a loop for calls that waited
 // for them.
-func (e *Engine) release(tps []TP) {
-	r := &e.runs
+func (r *copyRuns) release(tps []TP) {
 	r.mu.Lock()
 	for _, tp := range tps {
 		delete(r.busy, tp)
@@ -352,7 +420,7 @@ func (e *Engine) release(tps []TP) {
 	}
 	r.mu.Unlock()
 	if start {
-		go e.runCopies()
+		go r.runCopies()
 	}
 }
 
@@ -363,22 +431,21 @@ const maxSwept = 2048
 // holds, marked busy. They are those of the topics checked by the warm-up or by earlier calls
 // whose end offset lies beyond what this process knows to be durable (or whose durable offset
 // is unknown). It is best effort: a failure to list end offsets sweeps nothing.
-func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string) []TP {
-	topics := e.preparedTopics()
+func (r *copyRuns) sweep(ctx context.Context, have []TP, remote map[string]string) []TP {
+	topics := r.reuse.preparedTopics()
 	if len(topics) == 0 {
 		return nil
 	}
 	names := slices.Sorted(maps.Keys(topics))
-	_, ends, err := cluster.ListOffsets(ctx, e.srcAdm, e.opts.ExactlyOnce || e.opts.ReadCommitted, names...)
+	_, ends, err := cluster.ListOffsets(ctx, r.srcAdm, r.opts.ExactlyOnce || r.opts.ReadCommitted, names...)
 	if err != nil {
-		e.log.Debug("sweep skipped: listing source end offsets", "err", err)
+		r.log.Debug("sweep skipped: listing source end offsets", "err", err)
 		return nil
 	}
 	skip := make(map[TP]bool, len(have))
 	for _, tp := range have {
 		skip[tp] = true
 	}
-	r := &e.runs
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []TP
@@ -389,9 +456,9 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 			if !ok || o.Err != nil || skip[tp] || r.busy[tp] {
 				continue
 			}
-			if n, known := e.positions.known.get(tp); known {
+			if n, known := r.positions.known.get(tp); known {
 				if n > o.Offset {
-					e.positions.known.forget(tp) // the partition is shorter than what was copied: it started over
+					r.positions.known.forget(tp) // the partition is shorter than what was copied: it started over
 				} else if n == o.Offset {
 					continue
 				}
@@ -401,7 +468,7 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 			}
 			out = append(out, tp)
 			r.busy[tp] = true
-			remote[t] = e.opts.Policy.FormatRemoteTopic(e.opts.SourceAlias, t)
+			remote[t] = r.opts.Policy.FormatRemoteTopic(r.opts.SourceAlias, t)
 		}
 	}
 	return out
@@ -409,7 +476,7 @@ func (e *Engine) sweep(ctx context.Context, have []TP, remote map[string]string)
 
 // partSummary is the part of a shared copy's summary that concerns call's partition, timed
 // from the call's start. A copy that ended without a word on the partition failed for it.
-func (e *Engine) partSummary(s Summary, call *copyCall, runStart time.Time, err error) (Summary, error) {
+func (r *copyRuns) partSummary(s Summary, call *copyCall, runStart time.Time, err error) (Summary, error) {
 	var parts []partResult
 	for _, p := range s.parts {
 		if p.tp == call.tp {
@@ -423,7 +490,7 @@ func (e *Engine) partSummary(s Summary, call *copyCall, runStart time.Time, err 
 	if err != nil {
 		reason = ReasonFailed
 	}
-	out := e.finishSummary(call.start, parts, reason, err)
+	out := r.runner.finishSummary(call.start, parts, reason, err)
 	if out.Records > 0 && s.FirstRecordMS >= 0 {
 		out.FirstRecordMS = runStart.Add(time.Duration(s.FirstRecordMS) * time.Millisecond).Sub(call.start).Milliseconds()
 	}

@@ -33,7 +33,6 @@ type topicPlanner struct {
 	srcAdm, tgtAdm *kadm.Client
 	log            *slog.Logger
 	positions      *positionStore // stored positions a plan starts from
-	refresh        bool           // idle partitions' positions are stored again (refreshPositions)
 	creates        topicBatcher   // remote topics asked for at the same time go in one request
 
 	mu   sync.Mutex
