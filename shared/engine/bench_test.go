@@ -63,7 +63,7 @@ func BenchmarkRecordPath(b *testing.B) {
 					up = 2 * int64(i)
 				}
 				*r = kgo.Record{Topic: "topic", Partition: 3, Key: value[:8], Value: value, Headers: headers, Offset: up, Timestamp: now, Context: fetchCtx}
-				c.track(st, r, recordSize(r))
+				recordSink{c}.track(st, r, recordSize(r))
 				r.Offset = int64(i) // the downstream offset the target acknowledged
 				st.ack(r, nil)
 			}
@@ -92,7 +92,7 @@ func TestInflightFIFOReleased(t *testing.T) {
 		for i := range recs {
 			recs[i] = &kgo.Record{Topic: "topic", Value: []byte("v"), Offset: next}
 			next++
-			c.track(st, recs[i], recordSize(recs[i]))
+			recordSink{c}.track(st, recs[i], recordSize(recs[i]))
 		}
 		return recs
 	}

@@ -30,10 +30,9 @@ type committer struct {
 	prod  *kgo.Client
 	reuse bool
 	// fail records the copy's first error; ledgers returns the ledgers to commit (called with
-	// mu held); report sends the copy's metrics once per cycle.
+	// mu held). Each cycle also reports the copy's metrics (reportMetrics).
 	fail    func(error)
 	ledgers func() []*partLedger
-	report  func(context.Context, []*partLedger)
 
 	mu      sync.Mutex
 	pending zeroCount
@@ -46,9 +45,7 @@ type committer struct {
 func (k *committer) commit(ctx context.Context, why commitReason) error {
 	k.mu.Lock()
 	ledgers := k.ledgers()
-	if k.report != nil {
-		k.report(ctx, ledgers)
-	}
+	k.reportMetrics(ctx, ledgers)
 	if parts, ok := k.offsets.ready(); ok {
 		for _, st := range ledgers {
 			prev, pos, moved := st.commitPos()

@@ -190,7 +190,7 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy()}
 	c.commits = &committer{e: e, offsets: offsets, syncs: syncs, fail: c.fail,
-		ledgers: func() []*partLedger { return c.states }, report: c.reportMetrics}
+		ledgers: func() []*partLedger { return c.states }}
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -1094,16 +1094,6 @@ func (c *copier) markDone(done map[string][]int32, st *partLedger) {
 	}
 	c.mu.Unlock()
 	done[st.w.tp.Topic] = append(done[st.w.tp.Topic], st.w.tp.Partition)
-}
-
-// track registers a fetched record about to be produced (in-flight bytes, the upstream offset
-// its acknowledgement will confirm) and turns it into the record to produce.
-func (c *copier) track(st *partLedger, r *kgo.Record, size int64) {
-	c.inflight.add(size)
-	c.pending.Add(1)
-	st.push(r)
-	prepareCopy(r, st.w.remote)
-	// r.Context stays the fetch pool's (Recycle needs it).
 }
 
 // prepareCopy turns a fetched record into the record to produce: same key, value, headers

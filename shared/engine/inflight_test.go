@@ -26,7 +26,7 @@ func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
 		st := c.states[0]
 		st.ctx = ctx
 		r := &kgo.Record{Topic: "big", Value: make([]byte, 64), Offset: 0}
-		c.track(st, r, recordSize(r))
+		recordSink{c}.track(st, r, recordSize(r))
 		go st.ack(r, kerr.MessageTooLarge)
 		if err := (recordSink{c}).flush(ctx); err != nil {
 			t.Fatal(err)

@@ -604,8 +604,8 @@ func TestFakeAckForAnotherRecordFails(t *testing.T) {
 	st.ctx = context.Background()
 	r0 := &kgo.Record{Offset: 0, Value: []byte("a")}
 	r1 := &kgo.Record{Offset: 1, Value: []byte("b")}
-	c.track(st, r0, recordSize(r0))
-	c.track(st, r1, recordSize(r1))
+	recordSink{c}.track(st, r0, recordSize(r0))
+	recordSink{c}.track(st, r1, recordSize(r1))
 	st.ack(r0, nil)
 	st.ack(r0, nil) // again: not the oldest in flight (r1 is)
 	stray := &kgo.Record{Offset: 7}

@@ -34,8 +34,8 @@ func (c *copier) observeFetch(st *partLedger, recs []*kgo.Record) {
 
 // reportMetrics adds the records and bytes acknowledged since the last report and sets the
 // lag of every partition.
-func (c *copier) reportMetrics(ctx context.Context, states []*partLedger) {
-	m := c.e.opts.Metrics
+func (k *committer) reportMetrics(ctx context.Context, states []*partLedger) {
+	m := k.e.opts.Metrics
 	if m == nil {
 		return
 	}

@@ -59,11 +59,21 @@ func (s recordSink) write(ctx context.Context, st *partLedger, in sinkInput) (in
 		if l := c.inflight.load(); l+size > c.bound() && l > 0 && !c.inflight.wait(ctx, size, c.bound) {
 			return n, errSinkStopped
 		}
-		c.track(st, r, size)
+		s.track(st, r, size)
 		c.prod.Produce(st.ctx, r, st.ack)
 		n++
 	}
 	return n, nil
+}
+
+// track registers a fetched record about to be produced (in-flight bytes, the upstream offset
+// its acknowledgement will confirm) and turns it into the record to produce.
+func (s recordSink) track(st *partLedger, r *kgo.Record, size int64) {
+	s.c.inflight.add(size)
+	s.c.pending.Add(1)
+	st.push(r)
+	prepareCopy(r, st.w.remote)
+	// r.Context stays the fetch pool's (Recycle needs it).
 }
 
 // flush waits until every record this copier produced was acknowledged: the producer's Flush
