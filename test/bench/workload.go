@@ -122,8 +122,8 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameMM2Tuned, opts.skipMM2 || opts.skipTuned, func() (contender, error) { return h.runMM2(ctx, w, topics, true) }},
 		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorDefault) }},
 		{nameBaseline, opts.skipMirror || h.baselineBin == "", func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorBaseline) }},
-		{nameRecords, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRecords) }},
-		{nameRoomy, opts.skipMirror || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
+		{nameRecords, opts.skipMirror || opts.skipVariants || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRecords) }},
+		{nameRoomy, opts.skipMirror || opts.skipVariants || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
 		{nameServe, opts.skipMirror || opts.skipServe, func() (contender, error) { return h.runServe(ctx, w, topics, false) }},
 	}
