@@ -134,7 +134,15 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 	byName := map[string][]*contender{}
 	var order []string
 	for h.round = 0; h.round < rounds; h.round++ {
-		for _, r := range runs {
+		// Every other round runs the contenders in reverse order (A B, B A, A B, ...): a
+		// contender that always ran first would always meet the brokers just after the seeding
+		// or the previous round's deletions.
+		turn := runs
+		if h.round%2 == 1 {
+			turn = slices.Clone(runs)
+			slices.Reverse(turn)
+		}
+		for _, r := range turn {
 			if r.skip || (h.round > 0 && r.name == nameServe) {
 				continue
 			}
