@@ -732,8 +732,8 @@ func (c *copier) startOffsets() map[string]map[int32]kgo.Offset {
 	return offs
 }
 
-// assign (group mode) plans newly assigned partitions: positions from the offsets topic, end
-// offsets as of now.
+// assign (group mode) plans newly assigned partitions: positions from the offsets topic (never
+// from this process's memory, see planStored), end offsets as of now.
 //
 // A member that is finishing (closing) plans them too: if any has records left, the burst copies
 // them before it leaves (reopen) instead of leaving them to members that may all be ending.
@@ -744,7 +744,10 @@ func (c *copier) assign(ctx context.Context, offs map[string]map[int32]kgo.Offse
 			tps = append(tps, TP{t, p})
 		}
 	}
-	works, err := c.e.planner.plan(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
+	// From the offsets topic only: another member may have copied a partition further since this
+	// one last held it (revoke stores positions before the group moves on, so what is stored
+	// there is where the previous holder stopped).
+	works, err := c.e.planner.planStored(ctx, tps, c.remote, nil, c.offsets.parts) // group runs know the topic
 	if err != nil {
 		c.mu.Lock()
 		closing := c.closing

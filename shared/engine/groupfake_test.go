@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,4 +296,94 @@ func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 	}
 	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
 	f.assertCopied(recs, "src.orders")
+}
+
+// TestFakeGroupPartitionBackIsPlannedFromStore: a partition that comes back to a burst group
+// member after another member copied it further in between is planned from the offsets topic,
+// not from what this member stored before it was revoked. Member A copies both partitions and
+// is held while it finishes; new records arrive and member B joins (each gets one partition),
+// copies its share and leaves, and the group hands B's partition back to A while A is still
+// held. Once released, A copies the new records of its own partition only: B's partition has
+// none left.
+func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	first := f.produce("orders", 2, 50)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A logs to a handler of its own: its assignments are counted apart from B's.
+	aLogs := &lineCounter{}
+	ea, err := New(context.Background(), f.opts, f.dial, slog.New(aLogs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ea.Close)
+	bothAssigned := func() int { // A's assignments of both partitions
+		aLogs.mu.Lock()
+		defer aLogs.mu.Unlock()
+		n := 0
+		for i, m := range aLogs.lines {
+			if m == "partitions assigned by burst group" && strings.Contains(aLogs.attrs[i], "partitions=2 ") {
+				n++
+			}
+		}
+		return n
+	}
+
+	aFetched, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var a Summary
+	var aErr error
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		a, aErr = ea.Burst(ctx, BurstOptions{Group: "g", fetched: func() {
+			once.Do(func() { close(aFetched) })
+			select { // hold A between its copy loop and its finish
+			case <-release:
+			case <-ctx.Done():
+			}
+		}})
+	}()
+	select {
+	case <-aFetched:
+	case <-ctx.Done():
+		t.Fatal("member A never finished its copy loop")
+	}
+	if n := bothAssigned(); n != 1 {
+		t.Fatalf("member A was assigned both partitions %d times before B joined, want once", n)
+	}
+
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var late []*kgo.Record
+	for p := range int32(2) {
+		for i := range 20 {
+			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+	if err != nil {
+		t.Fatalf("member B: %v (%+v)", err, b)
+	}
+	// B has left; A (still held, its loop ended) gets both partitions again.
+	for bothAssigned() < 2 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("member A was never assigned B's partition back")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(release)
+	<-aDone
+	if aErr != nil {
+		t.Fatalf("member A: %v (%+v)", aErr, a)
+	}
+	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertCopied(append(first, late...), "src.orders")
+	if b.Records != 20 || a.Records != 120 {
+		t.Errorf("member A copied %d records and B %d, want 100 and the 20 new ones of A's partition, and B the 20 of its own", a.Records, b.Records)
+	}
 }

@@ -161,10 +161,23 @@ func (pn *topicPlanner) dryRun(ctx context.Context) (*Plan, error) {
 // Positions this process made durable (positionStore.known) are taken from memory; only the others
 // are read from the offsets topic.
 func (pn *topicPlanner) plan(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
+	return pn.planFrom(ctx, tps, remote, limit, offsetsParts, true)
+}
+
+// planStored is plan with every position read from the offsets topic, none taken from memory:
+// for partitions that others may have copied since this process stored their positions. A
+// burst group member's assignment is such: a partition revoked from it can be copied further by
+// another member and then come back, and its position in memory would copy those records again.
+func (pn *topicPlanner) planStored(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32) ([]*work, error) {
+	return pn.planFrom(ctx, tps, remote, limit, offsetsParts, false)
+}
+
+// planFrom is plan, taking positions known to this process from memory only with fromMemory.
+func (pn *topicPlanner) planFrom(ctx context.Context, tps []TP, remote map[string]string, limit map[TP]int64, offsetsParts int32, fromMemory bool) ([]*work, error) {
 	positions := make(map[TP]int64, len(tps))
 	var unknown []TP
 	for _, tp := range tps {
-		if n, ok := pn.positions.known.get(tp); ok && n > 0 {
+		if n, ok := pn.positions.known.get(tp); fromMemory && ok && n > 0 {
 			positions[tp] = n - 1
 		} else {
 			unknown = append(unknown, tp)
