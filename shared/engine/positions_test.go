@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/mm2"
@@ -415,10 +416,30 @@ func TestWarmInBackgroundGatesCopies(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"gate": 2})
 	recs := f.produce("gate", 2, 5)
 	f.opts.NoSweep = true // partition 1 alone
+	// The first start's copy plans while the warm-up creates the offsets topic: the topic's
+	// CreateTopics is held until the copy has said so, or kfake may create it before the copy
+	// looks (then the copy plans from the new, empty topic: correct too, but not this case).
+	planned := make(chan struct{})
+	var plannedOnce sync.Once
+	o := f.opts
+	if err := o.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	offsetsTopic := o.OffsetStorageTopic
+	f.tgt.ControlKey(int16(kmsg.CreateTopics), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		for _, ct := range r.(*kmsg.CreateTopicsRequest).Topics {
+			if ct.Topic == offsetsTopic {
+				f.tgt.SleepControl(func() { <-planned })
+			}
+		}
+		return nil, nil, false
+	})
 	for i, want := range []int64{5, 3} {
 		e := f.engine()
 		var logs testkit.SyncBuffer
-		setLogger(e, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		setLogger(e, slog.New(signalOn{slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+			"planning without positions", func() { plannedOnce.Do(func() { close(planned) }) }}))
 		ctx := context.Background()
 		warmErr := make(chan error, 1)
 		e.WarmInBackground(ctx, func(err error) { warmErr <- err })
@@ -450,6 +471,29 @@ func TestWarmInBackgroundGatesCopies(t *testing.T) {
 		}
 	}
 	f.assertCopied(want, "src.gate")
+}
+
+// signalOn is a slog.Handler that calls seen for every message containing text, then hands the
+// record on.
+type signalOn struct {
+	slog.Handler
+	text string
+	seen func()
+}
+
+func (h signalOn) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.text) {
+		h.seen()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h signalOn) WithAttrs(as []slog.Attr) slog.Handler {
+	return signalOn{h.Handler.WithAttrs(as), h.text, h.seen}
+}
+
+func (h signalOn) WithGroup(name string) slog.Handler {
+	return signalOn{h.Handler.WithGroup(name), h.text, h.seen}
 }
 
 // liveConsumers is a franz-go hook counting clients that consume assigned partitions (the
