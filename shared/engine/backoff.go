@@ -17,8 +17,13 @@ type backoff struct {
 
 // clientBackoff is Java's client backoff (retry.backoff.ms=100 doubling to
 // retry.backoff.max.ms=1000), which every engine client uses for its own retries (see
-// withClientDefaults), and listOffsets for a topic just created or a leader moving (50 tries).
+// withClientDefaults).
 var clientBackoff = backoff{initial: 100 * time.Millisecond, max: time.Second}
+
+// servingBackoff is listOffsets' wait for a topic just created or a leader moving: a steady
+// 100 ms, 50 tries. A new partition is served within a few hundred ms; doubling would wait up
+// to a second past that, on the way to a new flow's first record.
+var servingBackoff = backoff{initial: 100 * time.Millisecond, max: 100 * time.Millisecond, tries: 50}
 
 // forwardBackoff bounds the forwarder's attempts at one fetch or produce that meets a
 // retriable error or one whose outcome is unknown (a leader moving, a broker restarting, a

@@ -246,9 +246,7 @@ func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[
 // it uses the last stable offset as the end (what a read_committed consumer can reach).
 // Transient errors (a topic just created, a leader moving) are retried for a few seconds.
 func listOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ...string) (starts, ends kadm.ListedOffsets, err error) {
-	b := clientBackoff
-	b.tries = 50
-	err = b.retry(ctx, func() error {
+	err = servingBackoff.retry(ctx, func() error {
 		starts, ends, err = cluster.ListOffsets(ctx, adm, committed, topics...)
 		return err
 	}, nil, nil)
