@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -235,7 +234,7 @@ func (r *eosRun) copyPartition(ctx, stopCtx context.Context, tp TP) (partResult,
 			return res, nil
 		case errors.As(aerr, &u):
 			pending = u
-		case classify(aerr) == errFatal:
+		case classify(aerr) == errFatal, classify(aerr) == errFenced:
 			return res, aerr
 		}
 		err = aerr
@@ -430,8 +429,8 @@ func (r *eosRun) commit(ctx context.Context, prod *kgo.Client, w *work, chunk []
 		return nil
 	}
 	unsettled := func(err error) error {
-		if classify(err) == errFatal {
-			return err
+		if c := classify(err); c == errFatal || c == errFenced {
+			return err // refused, or aborted by a newer producer: nothing to settle
 		}
 		u := &unsettledCommit{last: last, end: w.end, committed: committed, err: err, records: int64(len(chunk))}
 		for _, rec := range chunk {
@@ -484,7 +483,8 @@ func (r *eosRun) settle(ctx context.Context, tp TP, pending *unsettledCommit) (w
 	return works, records, bytes, err
 }
 
-// fenced reports whether err means a newer producer with our transactional id exists.
+// fenced reports whether err means a newer producer with our transactional id exists and our
+// transaction was aborted (classify: errFenced).
 func fenced(err error) bool {
-	return err != nil && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch))
+	return classify(err) == errFenced
 }

@@ -20,8 +20,8 @@ type errClass int
 const (
 	// errNone: no error.
 	errNone errClass = iota
-	// errFatal: trying again cannot help (a setting, an authorization, a fenced producer, a
-	// canceled context, a record the target refuses).
+	// errFatal: trying again cannot help (a setting, an authorization, a canceled context, a
+	// record the target refuses).
 	errFatal
 	// errRetriable: the request did not take effect (a leader moving, a broker restarting, a
 	// new partition not yet served); sending it again is safe.
@@ -32,6 +32,12 @@ const (
 	// (an idempotent batch sent with its own sequence) or after the outcome is settled (an
 	// exactly-once commit: fence, then read the stored position back).
 	errOutcomeUnknown
+	// errFenced: a newer producer with this producer's transactional id exists (another
+	// instance took the partition over), and this producer's open transaction was aborted, not
+	// committed. Trying again would fence the other instance in turn; the exactly-once copy
+	// gives the partition up instead (its records are left as lag, the position stays at what
+	// the target committed).
+	errFenced
 )
 
 func (c errClass) String() string {
@@ -42,13 +48,20 @@ func (c errClass) String() string {
 		return "retriable"
 	case errOutcomeUnknown:
 		return "outcome unknown"
+	case errFenced:
+		return "fenced"
 	}
 	return "fatal"
 }
 
 // classify sorts err into its errClass. Kafka errors follow the protocol's own flag (kerr's
 // Retriable), except that a broker's REQUEST_TIMED_OUT and NETWORK_EXCEPTION and franz-go's
-// record timeout leave the outcome unknown, and a fenced producer is fatal. Network errors
+// record timeout leave the outcome unknown, and a fenced producer is errFenced: PRODUCER_FENCED,
+// INVALID_PRODUCER_EPOCH, and INVALID_TXN_STATE, which a coordinator with transactions V2
+// (KIP-890) answers to the EndTxn(commit) of a producer whose transaction a newer producer's
+// InitProducerId aborted (fencing bumped the epoch by one, so the old epoch's EndTxn looks
+// like a retry of that abort; the state CompleteAbort or PrepareAbort refuses a commit), and
+// which means on a commit that the transaction did not commit. Network errors
 // follow cluster.Retriable, settings mistakes (TLS, a SASL mismatch) being fatal; a refused
 // connection never reached the broker (retriable), a connection lost mid-request may have
 // (outcome unknown). Other client-side errors (a broker not yet in the metadata) are
@@ -65,9 +78,11 @@ func classify(err error) errClass {
 		return errFatal
 	case errors.As(err, &u):
 		return errOutcomeUnknown
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return errFatal
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
+		errors.Is(err, kerr.InvalidTxnState):
+		return errFenced
 	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NetworkException),
 		errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded):

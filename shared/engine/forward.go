@@ -860,12 +860,12 @@ func (l *lanes) run(broker int32, ch chan *laneCall) {
 	}
 }
 
-// retry runs do under forwardBackoff until it succeeds, fails with an error that is fatal
-// (classify), or ctx ends; before each retry it calls refresh (a leader may have moved). An
+// retry runs do under forwardBackoff until it succeeds, fails with an error that is fatal or
+// fenced (classify), or ctx ends; before each retry it calls refresh (a leader may have moved). An
 // error whose outcome is unknown is retried too: a fetch reads only, and a produce sends the
 // same batch with the same sequence, which the broker answers instead of writing it twice.
 func (f *forwarder) retry(ctx context.Context, do func() error, refresh func(context.Context)) error {
-	return forwardBackoff.retry(ctx, do, func(c errClass) bool { return c != errFatal }, refresh)
+	return forwardBackoff.retry(ctx, do, func(c errClass) bool { return c == errRetriable || c == errOutcomeUnknown }, refresh)
 }
 
 // sourceLeader looks up the leader of the source topic's partition (the target's are the

@@ -722,3 +722,79 @@ func TestFakeProducerWarmedWhileTopicsAreCreated(t *testing.T) {
 		t.Fatalf("an idle burst sent %d InitProducerID requests to the target, want 0", n)
 	}
 }
+
+// TestFakeExactlyOnceCommitFencedInvalidTxnState: while an exactly-once burst commits the first
+// transaction of a partition, another instance fences it (a producer with the same
+// transactional id initializes: the coordinator aborts the open transaction) and the commit is
+// answered INVALID_TXN_STATE, as a Kafka coordinator with transactions V2 answers a fenced
+// producer's EndTxn that it takes for a retry of the fencing abort (state CompleteAbort). The
+// transaction was aborted, so the partition is given up to the other instance as for
+// PRODUCER_FENCED: the burst does not fail, its records are not visible read_committed, the
+// stored position does not pass what the target committed, and the summary shows the lag.
+func TestFakeExactlyOnceCommitFencedInvalidTxnState(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 30)
+	var (
+		mu       sync.Mutex
+		fencedID string
+		fenceErr error
+	)
+	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		mu.Lock()
+		first := end.Commit && fencedID == ""
+		if first {
+			fencedID = end.TransactionalID
+		}
+		mu.Unlock() // not held while sleeping: the other partition's EndTxn runs this too
+		if !first {
+			return nil, nil, false
+		}
+		// The other instance: its InitProducerID fences this producer and aborts its
+		// transaction (served while this EndTxn sleeps).
+		f.tgt.SleepControl(func() {
+			other := f.client(Target, kgo.TransactionalID(end.TransactionalID))
+			_, _, err := other.ProducerID(context.Background())
+			other.Close()
+			mu.Lock()
+			fenceErr = err
+			mu.Unlock()
+		})
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	s, err := e.Burst(context.Background(), BurstOptions{})
+	mu.Lock()
+	if fencedID == "" || fenceErr != nil {
+		t.Fatalf("no commit fenced (id %q, fencing error %v)", fencedID, fenceErr)
+	}
+	mu.Unlock()
+	if err != nil || s.Reason != ReasonDone || s.Lag == 0 {
+		t.Fatalf("burst: %+v, %v; want no error, done, the fenced partition's records as lag\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	}
+	if f.logs.count("partition taken over by another instance (fenced)") != 1 {
+		t.Fatalf("no partition given up as fenced; log:\n%s", strings.Join(f.logs.lines, "\n"))
+	}
+	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if int64(len(got)) != s.Records || s.Records+s.Lag != int64(len(recs)) {
+		t.Fatalf("read_committed reader sees %d records; summary %d records, lag %d of %d", len(got), s.Records, s.Lag, len(recs))
+	}
+	seen := map[string]bool{}
+	perPart := map[int32]int64{}
+	for _, r := range got {
+		if seen[string(r.Key)] {
+			t.Fatalf("record %q committed twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+		perPart[r.Partition]++
+	}
+	for tp, pos := range f.positions() {
+		if pos+1 > perPart[tp.Partition] {
+			t.Errorf("position of %s = %d, past the %d records committed on the target", tp, pos, perPart[tp.Partition])
+		}
+	}
+}
