@@ -75,7 +75,7 @@ var fieldNotes = map[string]string{
 
 // reasonNotes say what each burst reason means to a user, and the exit code `run` gives it.
 var reasonNotes = map[string]string{
-	"done":         "every selected partition reached the end offset seen at the burst's start; exit 0",
+	"done":         "every selected partition reached the end offset seen at the burst's start, or was taken over by another instance (exactly-once: fenced; its records are left as `lag` for the instance that fenced it); exit 0",
 	"max-records":  "`MM2_BURST_MAX_RECORDS` records were copied; exit 0 (exit 3 if none was copied while records were left), the rest is `lag`",
 	"max-duration": "`MM2_BURST_MAX_DURATION` elapsed; exit 0 (exit 3 if nothing was copied while records were left), the rest is `lag`",
 	"stopped":      "a stop signal (SIGTERM, SIGINT) ended the burst; positions of what was copied are stored; exit 3",
