@@ -706,32 +706,46 @@ func tail(s string, n int) string {
 	return s
 }
 
+// kustomizeWorkloads renders a kustomization under deploy/ as `kubectl apply -k` does and
+// derives its workloads, with the example Secret.
+func kustomizeWorkloads(t *testing.T, dir string) []Workload {
+	t.Helper()
+	objs, err := KustomizeBuild(RepoFile("deploy", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := KubernetesWorkloads(dir, objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// acaWorkloads evaluates the ARM template with its parameters file, deployEventJob=true (the
+// scheduled and the lag-driven mirror job side by side) and the given extra parameters.
+func acaWorkloads(t *testing.T, extra map[string]any) []Workload {
+	t.Helper()
+	params := map[string]any{"deployEventJob": true}
+	for k, v := range extra {
+		params[k] = v
+	}
+	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
 // TestReplayKubernetesCronJobs: deploy/kubernetes as `kubectl apply -k` renders it.
 func TestReplayKubernetesCronJobs(t *testing.T) {
 	t.Parallel()
-	objs, err := KustomizeBuild(RepoFile("deploy", "kubernetes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := KubernetesWorkloads("kubernetes", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenario(t, "kubernetes", ws)
+	scenario(t, "kubernetes", kustomizeWorkloads(t, "kubernetes"))
 }
 
 // TestReplayKEDA: deploy/keda (the lag-driven ScaledJob beside the CronJobs).
 func TestReplayKEDA(t *testing.T) {
 	t.Parallel()
-	objs, err := KustomizeBuild(RepoFile("deploy", "keda"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := KubernetesWorkloads("keda", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenario(t, "keda", ws)
+	scenario(t, "keda", kustomizeWorkloads(t, "keda"))
 }
 
 // TestReplayKubernetesCronJobsTargetOutage: deploy/kubernetes with the target stopped for
@@ -739,15 +753,7 @@ func TestReplayKEDA(t *testing.T) {
 // up to backoffLimit), the next ones catch up.
 func TestReplayKubernetesCronJobsTargetOutage(t *testing.T) {
 	t.Parallel()
-	objs, err := KustomizeBuild(RepoFile("deploy", "kubernetes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := KubernetesWorkloads("kubernetes", objs, RepoFile("deploy", "kubernetes", "secret.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenarioWith(t, "kubernetes target outage", ws, scenarioOptions{outage: true})
+	scenarioWith(t, "kubernetes target outage", kustomizeWorkloads(t, "kubernetes"), scenarioOptions{outage: true})
 }
 
 // TestReplayContainerAppsTargetOutage: the ARM template with deployEventJob=true and the target
@@ -755,34 +761,19 @@ func TestReplayKubernetesCronJobsTargetOutage(t *testing.T) {
 // replicaRetryLimit 0) until it is back.
 func TestReplayContainerAppsTargetOutage(t *testing.T) {
 	t.Parallel()
-	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"),
-		map[string]any{"deployEventJob": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenarioWith(t, "aca target outage", ws, scenarioOptions{outage: true})
+	scenarioWith(t, "aca target outage", acaWorkloads(t, nil), scenarioOptions{outage: true})
 }
 
 // TestReplayContainerApps: the ARM template with its parameters file and deployEventJob=true
 // (the scheduled and the lag-driven mirror job side by side).
 func TestReplayContainerApps(t *testing.T) {
 	t.Parallel()
-	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"),
-		map[string]any{"deployEventJob": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenario(t, "aca", ws)
+	scenario(t, "aca", acaWorkloads(t, nil))
 }
 
 // TestReplayContainerAppsExactlyOnce: the same with exactlyOnce=true: the two mirror jobs' runs
 // overlap in one burst group and the target must hold every record exactly once (read_committed).
 func TestReplayContainerAppsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	ws, err := ACAWorkloads(RepoFile("deploy", "azure", "azuredeploy.json"), RepoFile("deploy", "azure", "azuredeploy.parameters.json"),
-		map[string]any{"deployEventJob": true, "exactlyOnce": "true"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scenario(t, "aca exactly-once", ws)
+	scenario(t, "aca exactly-once", acaWorkloads(t, map[string]any{"exactlyOnce": "true"}))
 }
