@@ -75,15 +75,31 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass, fail and skip
 }
 
-// tally counts the tests that passed and failed and keeps each skipped test's reason.
+// tally counts the tests that passed and failed and keeps each skipped test's reason and the
+// slow top-level tests' times.
 type tally struct {
 	passed, failed int
 	skips          []skip
+	slow           []timed
 }
 
 type skip struct{ pkg, test, reason string }
+
+// timed is a top-level test that took at least slowTest.
+type timed struct {
+	pkg, test string
+	secs      float64
+}
+
+// slowTest is the time from which a top-level test is listed among the slowest, and
+// slowestShown how many of them the report lists: where a CI run's time goes.
+const (
+	slowTest     = 10.0
+	slowestShown = 12
+)
 
 // filter copies to out what `go test` without -v would print, from the events in r.
 func filter(r io.Reader, out io.Writer) *tally {
@@ -110,6 +126,7 @@ func filter(r io.Reader, out io.Writer) *tally {
 			outputs[key] = append(outputs[key], e.Output)
 		case e.Action == "fail":
 			t.failed++
+			t.time(e)
 			for _, l := range outputs[key] {
 				if !strings.HasPrefix(l, "=== ") { // RUN, PAUSE, CONT, NAME: -v's framing
 					fmt.Fprint(out, l)
@@ -118,6 +135,7 @@ func filter(r io.Reader, out io.Writer) *tally {
 			delete(outputs, key)
 		case e.Action == "pass":
 			t.passed++
+			t.time(e)
 			delete(outputs, key)
 		case e.Action == "skip":
 			t.skips = append(t.skips, skip{e.Package, e.Test, skipReason(outputs[key])})
@@ -129,6 +147,13 @@ func filter(r io.Reader, out io.Writer) *tally {
 		t.failed++
 	}
 	return t
+}
+
+// time keeps e's test among the slow ones if it is a top-level test that took slowTest or more.
+func (t *tally) time(e event) {
+	if e.Elapsed >= slowTest && !strings.Contains(e.Test, "/") {
+		t.slow = append(t.slow, timed{e.Package, e.Test, e.Elapsed})
+	}
 }
 
 // logLine is a test's log line as the testing package prints it: "    file.go:12: message".
@@ -156,6 +181,9 @@ func (t *tally) appendTo(file string) error {
 	for _, s := range t.skips {
 		fmt.Fprintf(w, "skip\t%s\t%s\t%s\n", s.pkg, s.test, s.reason)
 	}
+	for _, s := range t.slow {
+		fmt.Fprintf(w, "time\t%s\t%s\t%.1f\n", s.pkg, s.test, s.secs)
+	}
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return fmt.Errorf("writing the tally file %s: %w", file, err)
@@ -163,8 +191,9 @@ func (t *tally) appendTo(file string) error {
 	return f.Close()
 }
 
-// printReport prints the skipped tests of the tally file, a line each, grouped by reason (most
-// first), then one line counting them by reason: the last line of `make test`.
+// printReport prints the slowest tests of the tally file, then its skipped tests, a line each,
+// grouped by reason (most first), then one line counting them by reason: the last line of
+// `make test`.
 func printReport(out io.Writer, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -183,6 +212,10 @@ func printReport(out io.Writer, file string) error {
 			t.failed += n
 		case len(f) == 4 && f[0] == "skip":
 			t.skips = append(t.skips, skip{f[1], f[2], f[3]})
+		case len(f) == 4 && f[0] == "time":
+			var secs float64
+			_, err = fmt.Sscan(f[3], &secs)
+			t.slow = append(t.slow, timed{f[1], f[2], secs})
 		case l == "":
 		default:
 			err = errors.New("bad line")
@@ -190,6 +223,13 @@ func printReport(out io.Writer, file string) error {
 		if err != nil {
 			return fmt.Errorf("tally file %s: line %q: %w", file, l, err)
 		}
+	}
+	sort.SliceStable(t.slow, func(i, j int) bool { return t.slow[i].secs > t.slow[j].secs })
+	for i, s := range t.slow {
+		if i == slowestShown {
+			break
+		}
+		fmt.Fprintf(out, "slow: %s %s: %.1fs\n", shortPkg(s.pkg), s.test, s.secs)
 	}
 	byReason := map[string][]skip{}
 	for _, s := range t.skips {

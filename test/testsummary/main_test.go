@@ -1,9 +1,11 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,14 +46,17 @@ func TestFilterAndReport(t *testing.T) {
 	if err := tl.appendTo(file); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&tally{passed: 4, skips: []skip{{"github.com/mm2go/mm2go/deploy/check", "TestImage", "no docker"}}}).appendTo(file); err != nil {
+	if err := (&tally{passed: 4, skips: []skip{{"github.com/mm2go/mm2go/deploy/check", "TestImage", "no docker"}},
+		slow: []timed{{"github.com/mm2go/mm2go/test/e2e", "TestA", 12.25}, {"github.com/mm2go/mm2go/deploy/replay", "TestB", 80}}}).appendTo(file); err != nil {
 		t.Fatal(err)
 	}
 	var rep strings.Builder
 	if err := printReport(&rep, file); err != nil {
 		t.Fatal(err)
 	}
-	want := "skipped: test/testsummary/testdata/sample TestSkipKit: the kit is not here\n" +
+	want := "slow: deploy/replay TestB: 80.0s\n" +
+		"slow: test/e2e TestA: 12.2s\n" +
+		"skipped: test/testsummary/testdata/sample TestSkipKit: the kit is not here\n" +
 		"skipped: test/testsummary/testdata/sample TestSkipKitToo: the kit is not here\n" +
 		"skipped: test/testsummary/testdata/sample TestSub/skipped: no broker: 1\n" +
 		"skipped: deploy/check TestImage: no docker\n" +
@@ -64,5 +69,20 @@ func TestFilterAndReport(t *testing.T) {
 	}
 	if err := printReport(&rep, file); err == nil || !strings.Contains(err.Error(), `line "skip\tonly two"`) {
 		t.Errorf("bad tally file: %v, want an error naming the line", err)
+	}
+}
+
+// TestFilterKeepsSlowTopLevelTests: a top-level test that took slowTest or more is kept with its
+// time; a quicker one and a slow subtest are not.
+func TestFilterKeepsSlowTopLevelTests(t *testing.T) {
+	events := `{"Action":"pass","Package":"p","Test":"TestSlow","Elapsed":11.5}
+{"Action":"pass","Package":"p","Test":"TestSlow/sub","Elapsed":30}
+{"Action":"fail","Package":"p","Test":"TestSlowFail","Elapsed":10}
+{"Action":"pass","Package":"p","Test":"TestQuick","Elapsed":9.9}
+`
+	tl := filter(strings.NewReader(events), io.Discard)
+	want := []timed{{"p", "TestSlow", 11.5}, {"p", "TestSlowFail", 10}}
+	if !slices.Equal(tl.slow, want) {
+		t.Errorf("slow tests %v, want %v", tl.slow, want)
 	}
 }
