@@ -387,3 +387,149 @@ func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 		t.Errorf("member A copied %d records and B %d, want 100 and the 20 new ones of A's partition, and B the 20 of its own", a.Records, b.Records)
 	}
 }
+
+// groupHeartbeat is the heartbeat interval of the burst group members in these tests, set
+// through the dial function (the engine leaves a group member's timings to it). A member
+// learns of a rebalance at its next heartbeat, so with franz-go's 3 s every join or leave of
+// another member cost a test up to 3 s of waiting; the tests' outcomes do not depend on it.
+const groupHeartbeat = 50 * time.Millisecond
+
+// fastGroups has every source client the engine dials heartbeat every groupHeartbeat.
+func (f *fakeFlow) fastGroups() {
+	f.srcExtra = append(f.srcExtra, kgo.HeartbeatInterval(groupHeartbeat))
+}
+
+// assertLagReported checks the burst group members' summaries against what they left: the
+// records of topic on the source (its end offsets) that the target does not hold (distinct
+// keys per partition; the tests' keys are unique) must be reported as lag by the members
+// together. A member that ends "done, lag 0" while records it owned at its end are left to
+// nobody fails this.
+func (f *fakeFlow) assertLagReported(topic string, members ...Summary) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := f.admin(Source).ListEndOffsets(ctx, topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	held := map[int32]map[string]bool{}
+	for _, r := range f.readAll(Target, "src."+topic) {
+		if held[r.Partition] == nil {
+			held[r.Partition] = map[string]bool{}
+		}
+		held[r.Partition][string(r.Key)] = true
+	}
+	var left int64
+	ends.Each(func(o kadm.ListedOffset) {
+		left += max(0, o.Offset-int64(len(held[o.Partition])))
+	})
+	var reported int64
+	var each []string
+	for _, s := range members {
+		if ts := s.Topics[topic]; ts != nil {
+			reported += ts.Lag
+		}
+		each = append(each, fmt.Sprintf("%s lag %d", s.Reason, s.Lag))
+	}
+	if left > reported {
+		f.t.Errorf("%d records of %s are on the source and not on the target, but the members reported lag %d (%s)", left, topic, reported, strings.Join(each, "; "))
+	}
+}
+
+// TestFakeGroupFinishingMemberWaitsForItsAssignment: a rebalance can revoke a burst group
+// member's partitions while it finishes and assign it new ones a moment later. A member that
+// finds nothing active then must wait for that assignment before it leaves: it holds
+// partitions with records left as soon as it arrives, and leaving before it came left them to
+// nobody (the member's own check as the last one out looks only at the end offsets of its
+// start) while both members reported "done, lag 0". Here member A copies both partitions and
+// is held while it finishes; new records arrive, member B joins (each gets one partition),
+// copies its share and leaves. The rebalance that follows revokes A's partition (its 20 new
+// records not copied yet), and the source holds A's SyncGroup, and with it A's new
+// assignment, until A has decided what to do (it leaves, or it waits).
+func TestFakeGroupFinishingMemberWaitsForItsAssignment(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
+	first := f.produce("orders", 2, 50)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Once B has left, the next SyncGroup (A's, rejoining alone after its revocation) is held
+	// until A decides.
+	var armed, held atomic.Bool
+	syncHeld, syncRelease := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseSync := func() { releaseOnce.Do(func() { close(syncRelease) }) }
+	t.Cleanup(releaseSync)
+	f.src.ControlKey(int16(kmsg.LeaveGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		armed.Store(true)
+		return nil, nil, false
+	})
+	f.src.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if armed.Load() && held.CompareAndSwap(false, true) {
+			close(syncHeld)
+			f.src.SleepControl(func() { <-syncRelease })
+		}
+		return nil, nil, false
+	})
+
+	aLogs := &lineCounter{}
+	ea, err := New(context.Background(), f.opts, f.dial, slog.New(signalOn{aLogs, "waiting for it before leaving", releaseSync}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ea.Close)
+	aFetched, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var a Summary
+	var aErr error
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		a, aErr = ea.Burst(ctx, BurstOptions{Group: "g",
+			fetched: func() {
+				once.Do(func() { close(aFetched) })
+				select { // hold A between its copy loop and its finish
+				case <-release:
+				case <-ctx.Done():
+				}
+			},
+			leaving: releaseSync,
+		})
+	}()
+	select {
+	case <-aFetched:
+	case <-ctx.Done():
+		t.Fatal("member A never finished its copy loop")
+	}
+
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var late []*kgo.Record
+	for p := range int32(2) {
+		for i := range 20 {
+			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+	if err != nil {
+		t.Fatalf("member B: %v (%+v)", err, b)
+	}
+	select { // A was revoked (eager: before it rejoins) and its new assignment is held
+	case <-syncHeld:
+	case <-ctx.Done():
+		t.Fatal("member A never rejoined the group after B left")
+	}
+	close(release)
+	<-aDone
+	if aErr != nil {
+		t.Fatalf("member A: %v (%+v)", aErr, a)
+	}
+	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertLagReported("orders", a, b)
+	if a.Records != 120 || b.Records != 20 {
+		t.Errorf("member A copied %d records and B %d, want 100 and the 20 new ones of the partition A held, and B the 20 of its own", a.Records, b.Records)
+	}
+	f.assertCopied(append(first, late...), "src.orders")
+}
