@@ -388,17 +388,28 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 // that end at about the same time would otherwise pass such a partition between them, each
 // leaving it to the next, and the group would end with it unfinished. Not after a failure, a
 // stop, a budget, or a loop that gave up on partitions that stopped yielding records.
+//
+// A rebalance that revoked its partitions and has not planned its new assignment yet (assigned
+// false) is waited for in the loop too: that assignment may hold partitions with records left,
+// and a member leaving before it arrives left them to nobody (its check as the last one out,
+// rejoin, looks only at the end offsets of its start), while its summary said "done, lag 0".
 func (c *copier) reopen(ctx context.Context, reason string) bool {
 	if !c.mayGoOn(ctx, reason) {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.active == 0 || c.stalled {
+	switch {
+	case c.stalled:
+		return false
+	case c.active > 0:
+		c.e.log.Info("partitions with records left were assigned to this burst group member while it finished; copying them before leaving", "group", c.bo.Group, "partitions", c.active)
+	case !c.assigned:
+		c.e.log.Info("a rebalance is assigning partitions to this burst group member while it finished; waiting for it before leaving", "group", c.bo.Group)
+	default:
 		return false
 	}
 	c.closing = false
-	c.e.log.Info("partitions with records left were assigned to this burst group member while it finished; copying them before leaving", "group", c.bo.Group, "partitions", c.active)
 	return true
 }
 
