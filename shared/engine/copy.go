@@ -828,6 +828,7 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.finishWait())
 		defer cancel()
 	}
+	c.e.log.Debug("burst group revoking partitions: waiting for their records in flight and storing their positions", "group", c.bo.Group, "revoking", tpNames(m), "finishing", closing)
 	if err := c.sink.flush(wctx); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 	}

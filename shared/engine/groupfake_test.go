@@ -24,6 +24,7 @@ import (
 // its share and leaves, and A must copy the other.
 func TestFakeGroupMemberFinishingGetsWork(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
 	first := f.produce("orders", 2, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -70,6 +71,7 @@ func TestFakeGroupMemberFinishingGetsWork(t *testing.T) {
 		t.Fatalf("member A: %v (%+v)", aErr, a)
 	}
 	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertLagReported("orders", a, b)
 	if b.Records != 20 {
 		t.Errorf("member B copied %d records, want its partition's 20 new ones", b.Records)
 	}
@@ -88,6 +90,7 @@ func TestFakeGroupMemberFinishingGetsWork(t *testing.T) {
 // returns.
 func TestFakeGroupLastMemberOutCopiesWhatIsLeft(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
 	recs := f.produce("orders", 2, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -138,6 +141,7 @@ func TestFakeGroupLastMemberOutCopiesWhatIsLeft(t *testing.T) {
 		t.Fatalf("member A: %v (%+v)", aErr, a)
 	}
 	t.Logf("member A copied %d (%s, lag %d)", a.Records, a.Reason, a.Lag)
+	f.assertLagReported("orders", a)
 	f.assertCopied(recs, "src.orders")
 	if a.Records != 100 {
 		t.Errorf("member A copied %d records, want its own partition's 50 and then the 50 of the partition B left", a.Records)
@@ -148,10 +152,11 @@ func TestFakeGroupLastMemberOutCopiesWhatIsLeft(t *testing.T) {
 // copies them (a second member joins) hands the records left to the group; whoever is assigned
 // them next copies them, and they are not the lag of the member they were revoked from. Both
 // members end done with every record copied, and neither reports lag. Member A copies both
-// partitions slowly (the target answers late and A may have 1 KiB in flight) while member B
-// joins.
+// partitions slowly (the target answers each of its produce requests late, until its
+// partitions are revoked, and A may have 1 KiB in flight) while member B joins.
 func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
 	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -170,21 +175,34 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	}
 	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1024, 1024
 
-	// The target answers each produce request of the copy 25 ms late: A copies the 8,000 records
-	// in several seconds, longer than a member takes to notice a rebalance (a heartbeat: 3 s).
-	var held atomic.Bool
+	// The target answers each produce request of the copy 25 ms late until A's partitions are
+	// revoked: A copies the 8,000 records slowly (in several seconds), far longer than a member
+	// takes to notice a rebalance (a heartbeat), and B starts once A has produced.
+	produced, revoked := make(chan struct{}), make(chan struct{})
+	var producedOnce, revokedOnce sync.Once
 	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
 			for _, p := range tp.Partitions {
 				if bytes.Contains(p.Records, []byte("k0-")) || bytes.Contains(p.Records, []byte("k1-")) {
-					held.Store(true)
-					f.tgt.SleepControl(func() { time.Sleep(25 * time.Millisecond) })
+					producedOnce.Do(func() { close(produced) })
+					f.tgt.SleepControl(func() {
+						select {
+						case <-revoked:
+						case <-time.After(25 * time.Millisecond):
+						}
+					})
 					return nil, nil, false
 				}
 			}
 		}
 		return nil, nil, false
 	})
+	ea, err := New(context.Background(), f.opts, f.dial, slog.New(signalOn{f.logs, "burst group revoking partitions",
+		func() { revokedOnce.Do(func() { close(revoked) }) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ea.Close)
 
 	type result struct {
 		s   Summary
@@ -192,31 +210,13 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	}
 	aDone, bDone := make(chan result, 1), make(chan result, 1)
 	go func() {
-		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+		s, err := ea.Burst(ctx, BurstOptions{Group: "g"})
 		aDone <- result{s, err}
 	}()
-	adm := kadm.NewClient(f.client(Source))
-	waitGroup := func(what string, ok func(kadm.DescribedGroup) bool) {
-		t.Helper()
-		for {
-			gs, err := adm.DescribeGroups(ctx, "g")
-			if err == nil && ok(gs["g"]) {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("waiting for %s: %v (%+v)", what, ctx.Err(), gs["g"])
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
-	waitGroup("member A to join", func(g kadm.DescribedGroup) bool { return g.State == "Stable" && len(g.Members) == 1 })
-	for !held.Load() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("member A never produced")
-		case <-time.After(10 * time.Millisecond):
-		}
+	select { // A has joined and copies
+	case <-produced:
+	case <-ctx.Done():
+		t.Fatal("member A never produced")
 	}
 	go func() {
 		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
@@ -232,6 +232,10 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 			t.Errorf("member %s ended %s with lag %d, want done with lag 0: the records left of partitions revoked from it were the other member's", name, r.s.Reason, r.s.Lag)
 		}
 	}
+	f.assertLagReported("orders", a.s, b.s)
+	if b.s.Records == 0 {
+		t.Errorf("member B copied nothing: member A copied all %d records before B's join revoked anything, which this test does not cover", a.s.Records)
+	}
 	f.assertCopied(recs, "src.orders")
 }
 
@@ -240,13 +244,18 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 // flight). The group must get them only once those records are written and their positions
 // stored: the member that gets them next starts from the stored positions, and copied the
 // records in flight a second time before. Here the target holds member A's first produce
-// request until member B has its assignment (or 10 s have passed).
+// request until A's revocation waits for it, or until member B has its assignment (which only
+// a revocation that does not wait lets happen first).
 func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
 	recs := f.produce("orders", 2, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hold := make(chan struct{})
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(release)
 	var held atomic.Bool
 	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
@@ -258,11 +267,16 @@ func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	adm := kadm.NewClient(f.client(Source))
-	described := func() kadm.DescribedGroup {
-		gs, _ := adm.DescribeGroups(ctx, "g")
-		return gs["g"]
+	ea, err := New(context.Background(), f.opts, f.dial, slog.New(signalOn{f.logs, "burst group revoking partitions", release}))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(ea.Close)
+	eb, err := New(context.Background(), f.opts, f.dial, slog.New(signalOn{f.logs, "partitions assigned by burst group", release}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eb.Close)
 	bDone := make(chan Summary, 1)
 	var bErr error
 	var once sync.Once
@@ -271,20 +285,12 @@ func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 	var aErr error
 	go func() {
 		defer close(aDone)
-		a, aErr = f.engine().Burst(ctx, BurstOptions{Group: "g", fetched: func() {
+		a, aErr = ea.Burst(ctx, BurstOptions{Group: "g", fetched: func() {
 			once.Do(func() { // A's loop has produced every record; the first request is held
 				go func() {
-					s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+					s, err := eb.Burst(ctx, BurstOptions{Group: "g"})
 					bErr = err
 					bDone <- s
-				}()
-				go func() { // release once B has its assignment, or after 10 s
-					defer close(hold)
-					for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-						if g := described(); g.State == "Stable" && len(g.Members) == 2 {
-							return
-						}
-					}
 				}()
 			})
 		}})
@@ -295,6 +301,7 @@ func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 		t.Fatalf("member A: %v, member B: %v", aErr, bErr)
 	}
 	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertLagReported("orders", a, b)
 	f.assertCopied(recs, "src.orders")
 }
 
@@ -307,6 +314,7 @@ func TestFakeGroupRevokedWhileFinishingIsHandedOverStored(t *testing.T) {
 // none left.
 func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
 	first := f.produce("orders", 2, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -318,16 +326,8 @@ func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ea.Close)
-	bothAssigned := func() int { // A's assignments of both partitions
-		aLogs.mu.Lock()
-		defer aLogs.mu.Unlock()
-		n := 0
-		for i, m := range aLogs.lines {
-			if m == "partitions assigned by burst group" && strings.Contains(aLogs.attrs[i], "partitions=2 ") {
-				n++
-			}
-		}
-		return n
+	bothAssigned := func(lines, attrs []string) int { // A's assignments of both partitions
+		return countOf(lines, attrs, "partitions assigned by burst group", "partitions=2 ")
 	}
 
 	aFetched, release := make(chan struct{}), make(chan struct{})
@@ -350,7 +350,10 @@ func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("member A never finished its copy loop")
 	}
-	if n := bothAssigned(); n != 1 {
+	aLogs.mu.Lock()
+	n := bothAssigned(aLogs.lines, aLogs.attrs)
+	aLogs.mu.Unlock()
+	if n != 1 {
 		t.Fatalf("member A was assigned both partitions %d times before B joined, want once", n)
 	}
 
@@ -369,19 +372,14 @@ func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 		t.Fatalf("member B: %v (%+v)", err, b)
 	}
 	// B has left; A (still held, its loop ended) gets both partitions again.
-	for bothAssigned() < 2 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("member A was never assigned B's partition back")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	aLogs.await(ctx, t, "member A to be assigned B's partition back", func(lines, attrs []string) bool { return bothAssigned(lines, attrs) >= 2 })
 	close(release)
 	<-aDone
 	if aErr != nil {
 		t.Fatalf("member A: %v (%+v)", aErr, a)
 	}
 	t.Logf("member A copied %d (%s, lag %d), member B %d (%s, lag %d)", a.Records, a.Reason, a.Lag, b.Records, b.Reason, b.Lag)
+	f.assertLagReported("orders", a, b)
 	f.assertCopied(append(first, late...), "src.orders")
 	if b.Records != 20 || a.Records != 120 {
 		t.Errorf("member A copied %d records and B %d, want 100 and the 20 new ones of A's partition, and B the 20 of its own", a.Records, b.Records)

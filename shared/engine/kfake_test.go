@@ -40,11 +40,13 @@ type fakeFlow struct {
 }
 
 // lineCounter is a slog.Handler counting messages (and keeping them, with their attributes,
-// for failure output).
+// for failure output). A test can wait for a condition on them (await).
 type lineCounter struct {
 	mu    sync.Mutex
 	lines []string // messages
 	attrs []string // each message's attributes, as key=value ...
+	// more is closed (and replaced) when a message is added; nil until a test awaits.
+	more chan struct{}
 }
 
 func (l *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
@@ -58,7 +60,45 @@ func (l *lineCounter) Handle(_ context.Context, r slog.Record) error {
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, r.Message)
 	l.attrs = append(l.attrs, b.String())
+	if l.more != nil {
+		close(l.more)
+		l.more = nil
+	}
 	return nil
+}
+
+// await waits until ok, called under the lock with the messages and attributes logged so
+// far, returns true, checking again on every new message; it fails the test if ctx ends first.
+func (l *lineCounter) await(ctx context.Context, t testing.TB, what string, ok func(lines, attrs []string) bool) {
+	t.Helper()
+	for {
+		l.mu.Lock()
+		if ok(l.lines, l.attrs) {
+			l.mu.Unlock()
+			return
+		}
+		if l.more == nil {
+			l.more = make(chan struct{})
+		}
+		more := l.more
+		l.mu.Unlock()
+		select {
+		case <-more:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+	}
+}
+
+// countOf returns how many of lines are msg with attributes (in attrs) containing sub.
+func countOf(lines, attrs []string, msg, sub string) int {
+	n := 0
+	for i, m := range lines {
+		if m == msg && strings.Contains(attrs[i], sub) {
+			n++
+		}
+	}
+	return n
 }
 
 // logged reports whether a message msg was logged with attributes containing sub.
