@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -65,4 +70,97 @@ func TestFakeCommitterCancelWritesAgain(t *testing.T) {
 	if got, ok := f.positions()[TP{"orders", 0}]; !ok || got != 41 {
 		t.Fatalf("stored position of orders-0 = %d (stored %v), want 41 written again by the second cycle", got, ok)
 	}
+}
+
+// TestFakeSlowPositionsTopicDoesNotStallCopy: the offsets topic answering nothing must not stop
+// the copy. The committer runs its cycles on a goroutine of its own and holds no lock while one
+// waits, so every record reaches the target while every position write is held; once the
+// offsets topic answers, the burst's finish stores the final positions and then the final offset
+// syncs. The position producer's buffer is held to one record here (the records producer sets
+// its own bound), so that a cycle that writes while an earlier position is unanswered blocks in
+// Produce at once; with the default buffer (10,000 records) a copy of many partitions gets
+// there after a few seconds of a slow offsets topic. Records of 128 KiB under a 1 MiB in-flight
+// budget: the copy cannot fetch its last records before 16 MiB are acknowledged, so the
+// 8 MiB commit trigger fires at least twice while it copies.
+func TestFakeSlowPositionsTopicDoesNotStallCopy(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	const perPart = 80
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		for i := range perPart {
+			recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "k%d-%d", p, i),
+				Value: bytes.Repeat([]byte{byte(i)}, 128<<10)})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.DecodeRecords = true // the record path: its loop checks the commit trigger after every poll
+	f.opts.MaxBufferedBytes = 1 << 20
+	f.tgtExtra = []kgo.Opt{kgo.MaxBufferedRecords(1)}
+	e := f.engine()
+	ctx := context.Background()
+	if _, _, err := e.positions.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	md, err := f.admin(Target).Metadata(ctx, e.opts.OffsetStorageTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsetsID := md.Topics[e.opts.OffsetStorageTopic].ID
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	var held atomic.Int64
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if producesTo(req, e.opts.OffsetStorageTopic, offsetsID) {
+			held.Add(1)
+			f.tgt.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	type result struct {
+		s   Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := e.Burst(ctx, BurstOptions{})
+		done <- result{s, err}
+	}()
+	adm := f.admin(Target)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, "src.orders")
+		if err == nil && ends.Error() == nil {
+			o0, _ := ends.Lookup("src.orders", 0)
+			o1, _ := ends.Lookup("src.orders", 1)
+			if o0.Offset == perPart && o1.Offset == perPart {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("src.orders end offsets %d and %d after 30 s while the offsets topic held %d produce requests; want %d each (the copy waited behind a position write)",
+					o0.Offset, o1.Offset, held.Load(), perPart)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if held.Load() == 0 {
+		t.Fatal("no position was written while the copy ran: the test needs a commit cycle during the copy")
+	}
+	open()
+	r := <-done
+	if r.err != nil || r.s.Records != 2*perPart || r.s.Reason != ReasonDone {
+		t.Fatalf("burst: %+v, %v; want %d records, done", r.s, r.err, 2*perPart)
+	}
+	pos := f.positions()
+	for p := range int32(2) {
+		if pos[TP{"orders", p}] != perPart-1 {
+			t.Errorf("position of orders-%d = %d, want %d", p, pos[TP{"orders", p}], perPart-1)
+		}
+	}
+	f.assertSyncsEndAt("orders", 2, perPart-1)
 }
