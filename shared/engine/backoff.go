@@ -25,6 +25,13 @@ var clientBackoff = backoff{initial: 100 * time.Millisecond, max: time.Second}
 // to a second past that, on the way to a new flow's first record.
 var servingBackoff = backoff{initial: 100 * time.Millisecond, max: 100 * time.Millisecond, tries: 50}
 
+// stableBackoff is waitStable's wait for the offsets topic's open transactions to be decided
+// before positions are read under exactly-once: a steady 100 ms (a copier's transaction is
+// usually committed within that; doubling would add up to a second to the read), for at most a
+// little more than the transaction timeout, after which the coordinator aborts a crashed
+// copier's transaction.
+var stableBackoff = backoff{initial: 100 * time.Millisecond, max: 100 * time.Millisecond, budget: eosTransactionTimeout + 15*time.Second}
+
 // forwardBackoff bounds the forwarder's attempts at one fetch or produce that meets a
 // retriable error or one whose outcome is unknown (a leader moving, a broker restarting, a
 // new partition not yet served): 16 tries, 10 ms doubling to 1 s between them, a produce

@@ -35,3 +35,26 @@ func TestServingBackoffSteady(t *testing.T) {
 		}
 	}
 }
+
+// TestStableBackoffSteady: waitStable asks again every 100 ms (±20%) while a transaction on the
+// offsets topic is open, and gives up once a little more than the transaction timeout has
+// passed (the coordinator aborts a crashed copier's transaction by then).
+func TestStableBackoffSteady(t *testing.T) {
+	r := stableBackoff.start()
+	for n := 1; n <= 200; n++ {
+		d, ok := r.next()
+		if !ok {
+			t.Fatalf("stableBackoff gave up after %d attempts within its budget", n)
+		}
+		if d < 80*time.Millisecond || d > 120*time.Millisecond {
+			t.Fatalf("stableBackoff wait %d = %s, want 100 ms ±20%%", n, d)
+		}
+	}
+	if want := eosTransactionTimeout + 15*time.Second; stableBackoff.budget != want {
+		t.Fatalf("stableBackoff budget %s, want %s", stableBackoff.budget, want)
+	}
+	r.began = time.Now().Add(-stableBackoff.budget) // the budget is spent
+	if d, ok := r.next(); ok {
+		t.Fatalf("stableBackoff waits %s more after its budget", d)
+	}
+}

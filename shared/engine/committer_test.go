@@ -50,14 +50,14 @@ func TestFakeCommitterCancelWritesAgain(t *testing.T) {
 		errs []error
 	)
 	st := &partLedger{w: &work{tp: TP{"orders", 0}, initPos: -1}, lastAcked: 41, lastSeen: 41, written: -1}
-	k := &committer{e: e, offsets: readyTopic(parts), prod: prod,
-		fail:    func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
-		ledgers: func() []*partLedger { return []*partLedger{st} }}
+	k := newCommitter(e, readyTopic(parts), disabledEmitter(),
+		func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
+		func() []*partLedger { return []*partLedger{st} })
+	k.prod = prod
+	k.start(ctx)
+	defer k.stop()
 	for cycle := range 2 {
-		if err := k.commit(ctx, commitStart); err != nil {
-			t.Fatal(err)
-		}
-		if err := k.flush(ctx); err != nil {
+		if err := k.commit(ctx, commitStart); err != nil { // waits until its positions are answered
 			t.Fatal(err)
 		}
 		mu.Lock()
@@ -163,4 +163,57 @@ func TestFakeSlowPositionsTopicDoesNotStallCopy(t *testing.T) {
 		}
 	}
 	f.assertSyncsEndAt("orders", 2, perPart-1)
+}
+
+// TestFakeCommitterEndsWithItsCopy: the committer's goroutine is the copy's: a copy starts it
+// when it opens its producers and has stopped it when it returns, and a cycle asked of it
+// afterwards is refused instead of waiting for a goroutine that is gone.
+func TestFakeCommitterEndsWithItsCopy(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.produce("orders", 2, 50)
+	e := f.engine()
+	ctx := context.Background()
+	topics, err := e.planner.discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PrepareTargets(ctx, topics); err != nil {
+		t.Fatal(err)
+	}
+	parts, _, err := e.positions.ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := map[string]string{"orders": "src.orders"}
+	works, err := e.planner.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs, err := e.newSyncEmitter(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syncs.close()
+	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
+	c.remote = remote
+	select {
+	case <-c.commits.stopped:
+		t.Fatal("the committer's goroutine ended before the copy started it")
+	default:
+	}
+	s, err := c.run(ctx, time.Now())
+	if err != nil || s.Records != 100 {
+		t.Fatalf("copy: %+v, %v; want 100 records", s, err)
+	}
+	select {
+	case <-c.commits.stopped:
+	default:
+		t.Fatal("the committer's goroutine still runs after its copy returned")
+	}
+	if err := c.commits.commit(ctx, commitRevoke); !errors.Is(err, errCommitterStopped) {
+		t.Fatalf("a cycle asked of the stopped committer: %v, want %v", err, errCommitterStopped)
+	}
+	if pos := f.positions(); pos[TP{"orders", 0}] != 49 || pos[TP{"orders", 1}] != 49 {
+		t.Fatalf("positions %v, want 49 for both partitions", pos)
+	}
 }

@@ -102,15 +102,16 @@ const maxBufferedRecords = 1 << 17
 //
 // Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
 // produce), franz-go's promise goroutine (partLedger.ack), group callbacks (assign, revoke:
-// group mode only, while the loop waits in a poll) and the committer's cycles (from the loop
-// and at the end).
+// group mode only, while the loop waits in a poll) and the committer's goroutine (its cycles:
+// the loop, revoke, finish and settle only ask for them).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
 //     commits, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
 //     keeps a budget of its own);
 //   - mu: states, byTP, active, assigned, closing, and each partLedger's done;
 //   - partLedger.mu: the rest of a partition's ledger (see partLedger), including next, where
 //     the forwarder hands a partition over;
-//   - committer.mu: one commit cycle at a time (and appends to states, with mu);
+//   - the committer's goroutine: the commit cycles, one at a time (committer.go); it reads
+//     states under mu;
 //   - errMu: err, the first failure;
 //   - atomics, for counters the promise updates per record and others read: pending,
 //     the committer's pending, records, bytes, firstAckNS, and the shared *inflight byte count.
@@ -128,7 +129,7 @@ type copier struct {
 	// their records left are its lag. Those revoked before went to other members.
 	held map[TP]*partLedger
 
-	// states lists every partition this burst worked on (appended under committer.mu and mu); byTP
+	// states lists every partition this burst worked on (appended under mu); byTP
 	// holds those still assigned, active counts those not done. Group callbacks change them
 	// while the fetch loop waits in PollFetches.
 	mu       sync.Mutex
@@ -189,8 +190,11 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
 		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy()}
-	c.commits = &committer{e: e, offsets: offsets, syncs: syncs, fail: c.fail,
-		ledgers: func() []*partLedger { return c.states }}
+	c.commits = newCommitter(e, offsets, syncs, c.fail, func() []*partLedger {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.states // appended only: the ledgers below its length never change
+	})
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -210,7 +214,6 @@ func (c *copier) newState(w *work) *partLedger {
 func (c *copier) addWork(w *work) *partLedger {
 	st := c.newState(w)
 	st.ctx = c.writeCtx
-	c.commits.mu.Lock()
 	c.mu.Lock()
 	c.states = append(c.states, st)
 	c.byTP[w.tp] = st
@@ -220,7 +223,6 @@ func (c *copier) addWork(w *work) *partLedger {
 		c.active++
 	}
 	c.mu.Unlock()
-	c.commits.mu.Unlock()
 	return st
 }
 
@@ -288,6 +290,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	settling := false
 	defer func() {
 		if !settling {
+			c.commits.stop()
 			cancelWrites()
 		}
 	}()
@@ -311,7 +314,7 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once.
-	_ = c.commits.commit(writeCtx, commitStart)
+	c.commits.request(commitStart)
 
 	reason := ReasonDone
 	if c.forward && c.active > 0 {
@@ -519,6 +522,7 @@ const settleMax = 10 * time.Minute
 // partitions.
 func (c *copier) settle(cancelWrites context.CancelFunc) {
 	done := func() {
+		c.commits.stop()
 		cancelWrites()
 		if c.bo.settled != nil {
 			c.bo.settled()
@@ -538,16 +542,15 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
 			return
 		}
-		_ = c.commits.commit(ctx, commitSettle)
-		if err := c.commits.pending.wait(ctx); err != nil {
+		if err := c.commits.commit(ctx, commitSettle); err != nil {
 			c.e.log.Error("positions of an ended copy not stored", "err", err)
 		}
 	}()
 }
 
-// open connects the copier's target producers (the engine's shared ones with reuse) and
-// readies its partitions' states for writing under writeCtx. The returned func closes
-// producers of its own.
+// open connects the copier's target producers (the engine's shared ones with reuse), starts
+// its committer and readies its partitions' states for writing under writeCtx. The returned
+// func closes producers of its own.
 func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err error) {
 	e := c.e
 	closeProducers = func() {}
@@ -570,7 +573,8 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 			c.commits.prod.Close()
 		}
 	}
-	c.writeCtx, c.commits.reuse, c.sink = writeCtx, c.reuse, recordSink{c}
+	c.writeCtx, c.sink = writeCtx, recordSink{c}
+	c.commits.start(writeCtx) // until the copy's writes are settled (settle stops it)
 	for _, st := range c.states {
 		st.ctx = writeCtx
 		if st.w.start >= st.w.end {
@@ -832,8 +836,7 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	if err := c.sink.flush(wctx); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 	}
-	_ = c.commits.commit(c.writeCtx, commitRevoke)
-	if err := c.commits.flush(wctx); err != nil {
+	if err := c.commits.commit(wctx, commitRevoke); err != nil {
 		c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
 	}
 	c.mu.Lock()
@@ -992,9 +995,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			break
 		}
 		if c.policy.due(c.bytes.Load()) {
-			if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
-				c.fail(err)
-			}
+			c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
 		}
 		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
 			lastProgress = time.Now()

@@ -153,6 +153,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	out := &kgo.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp,
 		Partition: partition, Offset: rec.Offset}
 	if _, err := c.sink.write(ctx, c.states[0], sinkInput{recs: []*kgo.Record{out}}); err != nil {
+		c.commits.stop()
 		cancel()
 		release()
 		return fmt.Errorf("writing %s offset %d: %w", tp, rec.Offset, ctx.Err())

@@ -191,10 +191,10 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		case <-tick.C:
 		}
 		if running && c.policy.due(c.bytes.Load()) {
-			if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
-				c.fail(err)
-				cancel()
-			}
+			c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
+		}
+		if running && c.error() != nil {
+			cancel() // a position or offset sync the committer could not write: stop forwarding
 		}
 		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
 			lastProgress = time.Now()

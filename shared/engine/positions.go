@@ -145,13 +145,15 @@ func (ps *positionStore) read(ctx context.Context, tps []TP, offsetsPartitions i
 }
 
 // waitStable waits until the last stable offset of the given partitions of topic reaches
-// their high watermark as of the call, and returns those offsets.
+// their high watermark as of the call, and returns those offsets. It asks again under
+// stableBackoff: an open transaction is decided by its copier (or aborted by the coordinator
+// after the transaction timeout), which no local condition can signal.
 func (ps *positionStore) waitStable(ctx context.Context, topic string, parts []int32) (kadm.ListedOffsets, error) {
 	_, hwm, err := listOffsets(ctx, ps.tgtAdm, false, topic)
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic %q: %w", topic, err)
 	}
-	deadline := time.Now().Add(stableWait)
+	r := stableBackoff.start()
 	for {
 		_, lso, err := listOffsets(ctx, ps.tgtAdm, true, topic)
 		if err != nil {
@@ -168,20 +170,15 @@ func (ps *positionStore) waitStable(ctx context.Context, topic string, parts []i
 		if stable {
 			return lso, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("offsets topic %q: an open transaction kept positions undecided for %s", topic, stableWait)
+		d, ok := r.next()
+		if !ok {
+			return nil, fmt.Errorf("offsets topic %q: an open transaction kept positions undecided for %s", topic, r.elapsed().Round(time.Second))
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if !sleep(ctx, d) {
+			return nil, fmt.Errorf("offsets topic %q: waiting for open transactions to be decided: %w", topic, ctx.Err())
 		}
 	}
 }
-
-// stableWait bounds waitStable: a little more than the transaction timeout, after which the
-// coordinator aborts a crashed copier's transaction.
-const stableWait = eosTransactionTimeout + 15*time.Second
 
 // readWindow consumes the given partitions of topic (read_committed, control records kept so
 // the read can tell it reached a transaction marker) from the given offsets, calling fn for

@@ -520,3 +520,59 @@ func (l *liveConsumers) OnClientClosed(cl *kgo.Client) {
 		l.live.Add(-1)
 	}
 }
+
+// TestFakeWaitStableWaitsForOpenTransaction: under exactly-once, positions are read only once
+// every transaction open on the offsets topic is decided. The first read_committed ListOffsets
+// of waitStable is answered while a transaction holds a position (kfake answers requests one
+// at a time, and the commit is sent only once that request arrived), so waitStable must ask
+// again and return the offsets after the commit.
+func TestFakeWaitStableWaitsForOpenTransaction(t *testing.T) {
+	f := newFakeFlow(t, nil)
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	ctx := context.Background()
+	parts, _, err := e.positions.ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := f.client(Target, kgo.TransactionalID("waitstable"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.positions.record(TP{"orders", 0}, 41, parts)
+	if err := txn.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int64
+	first := make(chan struct{})
+	f.tgt.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 && asked.Add(1) == 1 {
+			close(first)
+		}
+		return nil, nil, false
+	})
+	type result struct {
+		lso kadm.ListedOffsets
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		lso, err := e.positions.waitStable(ctx, e.positions.topic, []int32{rec.Partition})
+		done <- result{lso, err}
+	}()
+	<-first
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if o, _ := r.lso.Lookup(e.positions.topic, rec.Partition); o.Offset < 1 {
+		t.Fatalf("last stable offset %d of the position's partition, want past the committed position at 0", o.Offset)
+	}
+	if n := asked.Load(); n < 2 {
+		t.Fatalf("%d read_committed ListOffsets requests, want at least 2 (the first saw the transaction open)", n)
+	}
+}
