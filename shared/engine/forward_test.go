@@ -205,15 +205,26 @@ func fakeBatch(t testing.TB, f *fakeFlow, topic string, codec kgo.CompressionCod
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	cl := f.client(Source, kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(time.Second))
+	// The records go out as one batch: the linger holds them until Flush sends them together
+	// (ProduceSync waited for the linger to pass, a second per batch).
+	cl := f.client(Source, kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(time.Minute))
 	recs := testkit.SampleRecords(topic, 1, n)
 	if size > 0 {
 		for _, r := range recs {
 			r.Value = make([]byte, size)
 		}
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	produced := make(chan error, len(recs))
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
+	}
+	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for range recs {
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
 	}
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
