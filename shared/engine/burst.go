@@ -117,7 +117,7 @@ func (s Summary) MoreToDo() bool { return s.Lag > 0 }
 //
 // Ownership: it has no lock and no state of its own; every field is set by Engine.wire and
 // read-only afterwards. pipe is the engine itself, used only for the write pipeline's
-// constructors (newCopier, runExactlyOnce, newSyncEmitter, forwarding, dialConsumer,
+// constructors (newCopier, eosCopier, newSyncEmitter, forwarding, dialConsumer,
 // dataProducerOpts), which take the engine.
 type burstRunner struct {
 	opts      Options
@@ -303,29 +303,32 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 		s.TopicsReadyMS = readyMS
 		return s, nil
 	}
+	var c *copier
 	if br.opts.ExactlyOnce {
-		sum, err := br.pipe.runExactlyOnce(ctx, start, bo, tps, remote, limit, offsets.parts, syncs)
-		sum.TopicsReadyMS = readyMS
-		br.commitLagGroup(ctx, sum, err)
-		return sum, err
-	}
-	// Group runs plan as partitions are assigned; every other run was planned above.
-	works, err := early.works, early.err
-	if err != nil {
-		early.close()
-		return br.failed(start, err)
-	}
-	br.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
-	c := newCopier(br.pipe, bo, works, offsets, syncs)
-	if early.cons != nil {
-		c.pool, c.early = early.pool, early.cons
-	}
-	c.earlyProd = early.prod
-	c.remote = remote
-	c.tps = tps
-	c.forward = forward
-	if reuse {
-		c.shareEngineBudget()
+		// The same copier and loop, writing through transactions (eosCopier fences, then plans).
+		var err error
+		if c, err = br.pipe.eosCopier(ctx, bo, tps, remote, limit, offsets, syncs); err != nil {
+			return br.failed(start, err)
+		}
+	} else {
+		// Group runs plan as partitions are assigned; every other run was planned above.
+		works, err := early.works, early.err
+		if err != nil {
+			early.close()
+			return br.failed(start, err)
+		}
+		br.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
+		c = newCopier(br.pipe, bo, works, offsets, syncs)
+		if early.cons != nil {
+			c.pool, c.early = early.pool, early.cons
+		}
+		c.earlyProd = early.prod
+		c.remote = remote
+		c.tps = tps
+		c.forward = forward
+		if reuse {
+			c.shareEngineBudget()
+		}
 	}
 	copying = true
 	sum, err := c.run(ctx, start)

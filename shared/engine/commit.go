@@ -13,15 +13,16 @@ const (
 	positionFlushBytes    = 8 << 20
 )
 
-// commitReason is why an at-least-once copy stores its positions (a committer cycle,
-// committer.commit).
+// commitReason is why a copy stores its positions (a committer cycle, committer.commit). In an
+// exactly-once copy a cycle ends the partitions' transactions, each with its position inside
+// it (txnSink.commit), and the offset syncs of their records follow the commit.
 type commitReason int
 
 const (
 	// commitStart: the copy's start, for positions chosen by auto.offset.reset=latest.
 	commitStart commitReason = iota
-	// commitTick: while copying (the record path and the forwarder), when commitPolicy.due
-	// says so; the pending offset syncs go with it.
+	// commitTick: while copying (the record path, the forwarder, exactly-once), when
+	// commitPolicy.due says so; the pending offset syncs go with it.
 	commitTick
 	// commitRevoke: group mode, partitions revoked (after their records were acknowledged).
 	commitRevoke
@@ -33,13 +34,15 @@ const (
 	commitSettle
 )
 
-// Exactly-once copies store a partition's position inside each transaction (eosRun), never
-// through commit. Event Hubs tiers without compaction get unchanged positions stored again
-// (refreshPositions, decided when a copy is planned).
+// Exactly-once copies follow the same policy: a transaction ends at every commitTick (500 ms or
+// 8 MiB written, counting the bytes its open transactions hold), at the start (a position
+// alone), and at the finish. Event Hubs tiers without compaction get unchanged positions stored
+// again (refreshPositions, decided when a copy is planned).
 
 // commitPolicy decides when a copy's positions are due while it copies: the interval since the
-// last commit or the bytes acknowledged since. One per copier, used by its fetch loop only (the
-// forwarder's loop and the record path's, one after the other), so a handover keeps its clock.
+// last commit or the bytes acknowledged (exactly-once: written into transactions) since. One
+// per copier, used by its fetch loop only (the forwarder's loop and the record path's, one
+// after the other), so a handover keeps its clock.
 type commitPolicy struct {
 	last  time.Time
 	acked int64 // bytes acknowledged at the last commit

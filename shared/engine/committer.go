@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// committer is an at-least-once copy's one writer of positions and offset syncs, in the shape
+// committer is a copy's one writer of positions and offset syncs, in the shape
 // of Kafka Connect's OffsetStorageWriter and the SourceTaskOffsetCommitter that drives it: a
 // goroutine of its own (run, started and stopped with the copy) runs one cycle at a time. A
 // cycle takes a snapshot of the ledgers' positions (offset), produces the positions that moved
@@ -21,10 +21,13 @@ import (
 // The fetch loop never waits for a cycle: request only asks for one (requests that arrive
 // while a cycle runs make one more cycle, whose snapshot covers them all), so a slow offsets
 // topic holds up positions, never copying, and at most one cycle's positions are in flight.
-// Revoke, settle and finish wait for their cycle (commit, finish) and nothing else.
+// Revoke, settle and finish wait for their cycle (commit, finish) and nothing else. Exactly-once
+// is the exception: its cycle ends the partitions' transactions (txnSink.commit), and since a
+// partition's producer holds one transaction at a time, its fetch loop waits for its start and
+// tick cycles (commit) before it writes on.
 //
 // Ownership: e, offsets, syncs, fail, ledgers and the channels are set at construction, prod
-// by copier.open before start; then read-only. Everything a cycle does runs on the goroutine,
+// and txn by copier.open before start; then read-only. Everything a cycle does runs on the goroutine,
 // so cycles need no lock: the requests are the channels (kick, reqs), syncsDue and pending are
 // atomic, and the ledgers' own locks guard their snapshots. cancel and stopped are set by
 // start, before the goroutine exists, and read by stop.
@@ -39,6 +42,10 @@ type committer struct {
 	// also reports the copy's metrics (reportMetrics).
 	fail    func(error)
 	ledgers func() []*partLedger
+	// txn (exactly-once) is the copy's transactional sink: a cycle ends the partitions'
+	// transactions with their positions inside them instead of producing positions on prod.
+	// Set by copier.open before start, then read-only.
+	txn *txnSink
 
 	// kick asks for a cycle without waiting for it (one slot: requests coalesce); syncsDue
 	// says a tick among them asked for the pending offset syncs too.
@@ -154,7 +161,7 @@ func (k *committer) serve(ctx context.Context, r commitRequest) error {
 		return err // the caller gave up before its turn
 	}
 	if r.why != commitFinish {
-		return k.cycle(ctx, wctx, false)
+		return k.cycle(ctx, wctx, r.why == commitTick) // a tick waited for (exactly-once) sends the syncs too
 	}
 	if _, err := k.offsets.wait(wctx); err != nil {
 		k.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
@@ -175,7 +182,12 @@ func (k *committer) serve(ctx context.Context, r commitRequest) error {
 func (k *committer) cycle(ctx, wait context.Context, syncs bool) error {
 	ledgers := k.ledgers()
 	k.reportMetrics(ctx, ledgers)
-	if parts, ok := k.offsets.ready(); ok {
+	if parts, ok := k.offsets.ready(); ok && k.txn != nil {
+		// Exactly-once: the cycle ends the partitions' transactions, with their positions
+		// inside them, and waits for them (within wait). The fetch loop waits for its cycles,
+		// so no partition is written while its transaction ends.
+		k.txn.commit(ctx, wait, ledgers, parts)
+	} else if ok {
 		for _, st := range ledgers {
 			if prev, pos, moved := st.commitPos(); moved {
 				k.begin(ctx, st, prev, pos, parts)

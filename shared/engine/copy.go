@@ -95,10 +95,12 @@ func (o Options) producerBufferedBytes() int {
 // budget) normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
 const maxBufferedRecords = 1 << 17
 
-// copier is one at-least-once copy (a burst, a shared event-driven copy, or a payload write):
-// a source consumer over all partitions with work, one idempotent target producer for the
-// records, a ledger per partition (partLedger) and the committer of positions and offset
-// syncs (committer, with its own producer).
+// copier is one copy (a burst, a shared event-driven copy, or a payload write): a source
+// consumer over all partitions with work, one idempotent target producer for the records, a
+// ledger per partition (partLedger) and the committer of positions and offset syncs
+// (committer, with its own producer). An exactly-once copy runs the same loop with a
+// transactional sink instead of the producers (txn: a transactional producer per partition,
+// positions inside the transactions; eosCopier).
 //
 // Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
 // produce), franz-go's promise goroutine (partLedger.ack), group callbacks (assign, revoke:
@@ -106,7 +108,8 @@ const maxBufferedRecords = 1 << 17
 // the loop, revoke, finish and settle only ask for them).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
 //     commits, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
-//     keeps a budget of its own);
+//     keeps a budget of its own), txn (exactly-once: the transactional sink, whose own
+//     ownership rules are in txnSink's comment);
 //   - mu: states, byTP, active, assigned, closing, and each partLedger's done;
 //   - partLedger.mu: the rest of a partition's ledger (see partLedger), including next, where
 //     the forwarder hands a partition over;
@@ -114,7 +117,8 @@ const maxBufferedRecords = 1 << 17
 //     states under mu;
 //   - errMu: err, the first failure;
 //   - atomics, for counters the promise updates per record and others read: pending,
-//     the committer's pending, records, bytes, firstAckNS, and the shared *inflight byte count.
+//     the committer's pending, records, bytes, txnBytes, firstAckNS, and the shared *inflight
+//     byte count.
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
@@ -142,8 +146,13 @@ type copier struct {
 	writeCtx context.Context
 
 	prod *kgo.Client // replicated records
-	// sink writes the records (recordSink on prod); the forwarder has its own (batchSink).
+	// sink writes the records (recordSink on prod, or txn); the forwarder has its own (batchSink).
 	sink sink
+	// txn is the transactional sink of an exactly-once copy (nil otherwise), set before the
+	// copy starts; txnBytes counts the bytes its open transactions hold (acknowledged or not,
+	// not yet committed), which commitPolicy counts as written.
+	txn      *txnSink
+	txnBytes atomic.Int64
 
 	// reuse: prod (and the committer's) are the engine's (CopyPartition), shared with
 	// concurrent calls; this copier waits for its own records (pending) instead of flushing them.
@@ -313,8 +322,13 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 		return e.runner.failed(start, err)
 	}
 	defer closeProducers()
-	// Positions chosen by auto.offset.reset=latest are stored at once.
-	c.commits.request(commitStart)
+	// Positions chosen by auto.offset.reset=latest are stored at once (exactly-once: before the
+	// loop writes into the partitions' transactions; see copyLoop).
+	if c.txn == nil {
+		c.commits.request(commitStart)
+	} else if err := c.commits.commit(writeCtx, commitStart); err != nil {
+		c.fail(err)
+	}
 
 	reason := ReasonDone
 	if c.forward && c.active > 0 {
@@ -554,11 +568,17 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err error) {
 	e := c.e
 	closeProducers = func() {}
-	if c.reuse {
+	switch {
+	case c.txn != nil:
+		// Exactly-once: records and positions go through the partitions' transactional
+		// producers (initialized while fencing, before planning).
+		c.commits.txn = c.txn
+		closeProducers = c.txn.close
+	case c.reuse:
 		if c.prod, c.commits.prod, err = e.reuse.producers(ctx); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
-	} else {
+	default:
 		if c.earlyProd != nil {
 			c.prod, c.earlyProd = c.earlyProd, nil // warmed while the topics were prepared
 		} else if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
@@ -574,6 +594,9 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 		}
 	}
 	c.writeCtx, c.sink = writeCtx, recordSink{c}
+	if c.txn != nil {
+		c.sink = c.txn
+	}
 	c.commits.start(writeCtx) // until the copy's writes are settled (settle stops it)
 	for _, st := range c.states {
 		st.ctx = writeCtx
@@ -880,6 +903,9 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	}
 	lastProgress := time.Now()
 	var stall stallWatch
+	if c.txn != nil {
+		c.txn.cons = cons // a partition given up is paused
+	}
 	for {
 		if group {
 			cons.AllowRebalance()
@@ -994,8 +1020,14 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			reason = ReasonMaxRecords
 			break
 		}
-		if c.policy.due(c.bytes.Load()) {
-			c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
+		if c.policy.due(c.bytes.Load() + c.txnBytes.Load()) {
+			if c.txn == nil {
+				c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
+			} else if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
+				// Exactly-once: a partition's producer holds one transaction at a time, so the
+				// loop writes on once the cycle has ended them.
+				c.fail(err)
+			}
 		}
 		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
 			lastProgress = time.Now()

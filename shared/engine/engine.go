@@ -372,9 +372,10 @@ func (e *Engine) producerOpts(opts ...kgo.Opt) []kgo.Opt {
 	return opts
 }
 
-// isolation is the source isolation level of an at-least-once copy.
+// isolation is the source isolation level of a copy: read_committed under exactly-once or
+// Options.ReadCommitted.
 func (e *Engine) isolation() kgo.Opt {
-	if e.opts.ReadCommitted {
+	if e.opts.ReadCommitted || e.opts.ExactlyOnce {
 		return kgo.FetchIsolationLevel(kgo.ReadCommitted())
 	}
 	return kgo.FetchIsolationLevel(kgo.ReadUncommitted())

@@ -6,10 +6,13 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/test/testkit"
 )
@@ -130,3 +133,74 @@ func TestExactlyOnceOverlappingBursts(t *testing.T) {
 type onFetchBatch func()
 
 func (h onFetchBatch) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) { h() }
+
+// TestFakeExactlyOnceSharesTheLoop: an exactly-once burst runs the same fetch, stall and
+// budget loop as a plain one. The source's ListOffsets says partition 1 of orders ends 5
+// records past what it holds (a tail that yields nothing); both modes fetch the two partitions
+// in one source consumer (a Fetch request naming both), copy the 20 records there are, give up
+// on the stalled tail with the copier's stall watch (its log line), store positions 9 and end
+// with the same summary: done, 20 records, lag 5. Before exactly-once moved onto the copier's
+// loop it fetched each partition with a consumer of its own and gave up on its own rule,
+// without the log line.
+func TestFakeExactlyOnceSharesTheLoop(t *testing.T) {
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%v", eos), func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			f.produce("orders", 2, 10)
+			var both atomic.Bool
+			f.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.src.KeepControl()
+				for _, rt := range req.(*kmsg.FetchRequest).Topics { // orders is the source's one topic fetched
+					if len(rt.Partitions) == 2 {
+						both.Store(true)
+					}
+				}
+				return nil, nil, false
+			})
+			f.src.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.src.KeepControl()
+				lreq := req.(*kmsg.ListOffsetsRequest)
+				resp := lreq.ResponseKind().(*kmsg.ListOffsetsResponse)
+				for _, rt := range lreq.Topics {
+					st := kmsg.NewListOffsetsResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewListOffsetsResponseTopicPartition()
+						sp.Partition, sp.Timestamp, sp.LeaderEpoch = rp.Partition, -1, -1
+						switch {
+						case rt.Topic != "orders":
+							sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+						case rp.Timestamp == -2: // earliest
+							sp.Offset = 0
+						default: // latest (the last stable offset under read_committed)
+							sp.Offset = 10
+							if rp.Partition == 1 {
+								sp.Offset = 15
+							}
+						}
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			f.opts.ExactlyOnce = eos
+			f.opts.DecodeRecords = true // the plain burst copies record by record (copyLoop), not forwarding
+			s, err := f.engine().Burst(context.Background(), BurstOptions{})
+			if err != nil || s.Reason != ReasonDone || s.Records != 20 || s.Lag != 5 || s.ExactlyOnce != eos {
+				t.Fatalf("burst: %+v, %v; want done, 20 records, lag 5, exactly-once %v", s, err, eos)
+			}
+			if !both.Load() {
+				t.Errorf("no Fetch request named both partitions of orders: not one consumer over the burst's partitions")
+			}
+			if n := f.logs.count("source partitions stopped yielding records before their end offset; ending burst"); n != 1 {
+				t.Errorf("the copier's stall watch ended the burst %d times, want 1; log:\n%s", n, strings.Join(f.logs.lines, "\n"))
+			}
+			for p := range int32(2) {
+				if pos := f.positions()[TP{"orders", p}]; pos != 9 {
+					t.Errorf("position of orders-%d = %d, want 9", p, pos)
+				}
+			}
+		})
+	}
+}

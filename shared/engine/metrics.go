@@ -49,19 +49,3 @@ func (k *committer) reportMetrics(ctx context.Context, states []*partLedger) {
 		m.Lag(ctx, st.w.tp.Topic, st.w.tp.Partition, lag)
 	}
 }
-
-// observeCommit records one committed exactly-once chunk ending at upstream offset last.
-func (r *eosRun) observeCommit(ctx context.Context, w *work, chunk []*kgo.Record, bytes, last int64) {
-	m := r.e.opts.Metrics
-	if m == nil {
-		return
-	}
-	tp := w.tp
-	m.Copied(ctx, tp.Topic, tp.Partition, int64(len(chunk)), bytes)
-	m.Lag(ctx, tp.Topic, tp.Partition, w.end-(last+1))
-	if len(chunk) > 0 {
-		// Record age is not sampled in exactly-once mode: the chunk is only seen here, after
-		// its commit, where age and latency would be the same figure.
-		m.ReplicationLatency(ctx, tp.Topic, tp.Partition, time.Since(chunk[0].Timestamp))
-	}
-}
