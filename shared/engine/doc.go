@@ -30,8 +30,10 @@
 // Exactly-once (Options.ExactlyOnce) holds for readers of the remote topics that use
 // isolation.level=read_committed, per source partition: the source is read read_committed, each
 // source partition has its own transactional producer (transactional id
-// "mm2go-<source>-<target>-<topic>-<partition>"), and the copied records of a chunk plus the
-// position record for that chunk commit in one transaction. The position is read only after
+// "mm2go-<source>-<target>-<topic>-<partition>"), and the records copied since a partition's
+// last commit plus its position record commit in one transaction (a commit cycle every 500 ms
+// or 8 MiB written, and at the end: the at-least-once copy's loop and commit policy, with a
+// transactional sink). The position is read only after
 // every partition's transactional id was initialized by this burst, which fences (aborts the
 // open transaction of) any older instance still copying it, and after the offsets partition's
 // last stable offset reached its high watermark (no undecided position hides behind an open
