@@ -181,28 +181,42 @@ func (k *committer) serve(ctx context.Context, r commitRequest) error {
 // while copying) it writes no position; a later cycle catches up.
 func (k *committer) cycle(ctx, wait context.Context, syncs bool) error {
 	ledgers := k.ledgers()
-	k.reportMetrics(ctx, ledgers)
-	if parts, ok := k.offsets.ready(); ok && k.txn != nil {
+	parts, ok := k.offsets.ready()
+	if k.txn != nil {
 		// Exactly-once: the cycle ends the partitions' transactions, with their positions
 		// inside them, and waits for them (within wait). The fetch loop waits for its cycles,
-		// so no partition is written while its transaction ends.
-		k.txn.commit(ctx, wait, ledgers, parts)
-	} else if ok {
+		// so no partition is written while its transaction ends. What they committed is
+		// copied: the metrics follow.
+		if ok {
+			k.txn.commit(ctx, wait, ledgers, parts)
+		}
+		k.reportMetrics(ctx, ledgers)
+		k.sendSyncs(ctx, syncs)
+		return nil
+	}
+	k.reportMetrics(ctx, ledgers)
+	if ok {
 		for _, st := range ledgers {
 			if prev, pos, moved := st.commitPos(); moved {
 				k.begin(ctx, st, prev, pos, parts)
 			}
 		}
 	}
-	if syncs {
-		if err := k.syncs.send(ctx, false); err != nil {
-			k.fail(err)
-		}
-	}
+	k.sendSyncs(ctx, syncs)
 	if err := k.pending.wait(wait); err != nil {
 		return fmt.Errorf("writing positions: %w", err)
 	}
 	return nil
+}
+
+// sendSyncs sends the pending offset syncs if syncs; a failure is the copy's.
+func (k *committer) sendSyncs(ctx context.Context, syncs bool) {
+	if !syncs {
+		return
+	}
+	if err := k.syncs.send(ctx, false); err != nil {
+		k.fail(err)
+	}
 }
 
 // begin produces st's position pos (the one written before it was prev); its answer completes

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/mm2go/mm2go/shared/metrics"
 	"github.com/mm2go/mm2go/test/testkit"
 )
 
@@ -200,6 +203,50 @@ func TestFakeExactlyOnceSharesTheLoop(t *testing.T) {
 				if pos := f.positions()[TP{"orders", p}]; pos != 9 {
 					t.Errorf("position of orders-%d = %d, want 9", p, pos)
 				}
+			}
+		})
+	}
+}
+
+// TestFakeCopyMetricsCountEveryRecord: a burst's metrics count every record it copied and end
+// with lag 0, exactly-once too, whose records count once their transaction commits (the last
+// one at the finish).
+func TestFakeCopyMetricsCountEveryRecord(t *testing.T) {
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%v", eos), func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			f.produce("orders", 2, 30)
+			ctx := context.Background()
+			rec, err := metrics.New(ctx, metrics.Options{Function: "mirror", SourceAlias: "src", TargetAlias: "tgt", Prometheus: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = rec.Shutdown(ctx) }()
+			f.opts.ExactlyOnce = eos
+			f.opts.Metrics = rec
+			if s := f.burstWith(f.engine()); s.Records != 60 {
+				t.Fatalf("burst copied %d records, want 60", s.Records)
+			}
+			w := httptest.NewRecorder()
+			rec.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			copied, lag := map[string]string{}, map[string]string{}
+			for _, line := range strings.Split(w.Body.String(), "\n") {
+				fields := strings.Fields(line)
+				if len(fields) != 2 {
+					continue
+				}
+				for _, p := range []string{"0", "1"} {
+					part := `partition="` + p + `"`
+					switch {
+					case strings.HasPrefix(line, "mm2go_records_copied_total{") && strings.Contains(line, part):
+						copied[p] = fields[1]
+					case strings.HasPrefix(line, "mm2go_lag_records{") && strings.Contains(line, part):
+						lag[p] = fields[1]
+					}
+				}
+			}
+			if fmt.Sprint(copied) != "map[0:30 1:30]" || fmt.Sprint(lag) != "map[0:0 1:0]" {
+				t.Fatalf("records copied by partition %v, lag %v; want 30 each, lag 0 each\n%s", copied, lag, w.Body.String())
 			}
 		})
 	}
