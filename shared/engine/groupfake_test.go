@@ -161,7 +161,7 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var recs []*kgo.Record
-	for i := range 200 { // batches of 20 records, so that a fetch of 1 KiB brings few
+	for i := range 50 { // batches of 20 records, so that a fetch of 1 KiB brings few
 		batch := make([]*kgo.Record, 0, 40)
 		for p := range int32(2) {
 			for j := range 20 {
@@ -175,9 +175,10 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	}
 	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1024, 1024
 
-	// The target answers each produce request of the copy 25 ms late until A's partitions are
-	// revoked: A copies the 8,000 records slowly (in several seconds), far longer than a member
-	// takes to notice a rebalance (a heartbeat), and B starts once A has produced.
+	// The target answers each produce request of the copy 200 ms late until A's partitions are
+	// revoked: A alone would copy the 2,000 records in several seconds, far longer than B takes
+	// to join (B starts once A has produced) and A to notice (a heartbeat). After that, the
+	// copy runs at full speed.
 	produced, revoked := make(chan struct{}), make(chan struct{})
 	var producedOnce, revokedOnce sync.Once
 	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -188,7 +189,7 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 					f.tgt.SleepControl(func() {
 						select {
 						case <-revoked:
-						case <-time.After(25 * time.Millisecond):
+						case <-time.After(200 * time.Millisecond):
 						}
 					})
 					return nil, nil, false
