@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,7 +207,16 @@ func (p *platform) launch(w *Workload, job, attempt int) {
 	}()
 }
 
-// stop ends a run as the platform does: SIGTERM, then SIGKILL after the grace period (30 s).
+// stopGrace is the platform's grace period between SIGTERM and SIGKILL (Kubernetes'
+// terminationGracePeriodSeconds default; Container Apps' too). It is not compressed: what a
+// process does after SIGTERM (finish its writes, store its positions, leave its burst group,
+// all bounded by the function's own 10 s) runs at the machine's speed. Compressed to 0.5 s it
+// turned a slow stop on a loaded machine into a SIGKILL, and the killed run's burst-group
+// member then held the group for franz-go's 45 s session timeout (real seconds: 45 platform
+// minutes), so that the runs after it waited to join until their deadlines stopped them too.
+const stopGrace = 30 * time.Second
+
+// stop ends a run as the platform does: SIGTERM, then SIGKILL after stopGrace.
 func (p *platform) stop(r *run, why string) {
 	p.mu.Lock()
 	cmd := p.live[r.w.Name][r]
@@ -217,7 +227,7 @@ func (p *platform) stop(r *run, why string) {
 	r.killed = why
 	p.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	time.AfterFunc(scaled(30*time.Second), func() {
+	time.AfterFunc(stopGrace, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.live[r.w.Name][r] != nil {
@@ -411,29 +421,30 @@ func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenari
 	}
 	// Catch-up: the target holds every record (the triggers keep running).
 	tgtAdm := testkit.Admin(t, c.Target.Bootstrap)
-	caughtUp := func() bool {
+	// caughtUp says what is still missing, or "" once the target holds every record.
+	caughtUp := func() string {
 		ends, err := tgtAdm.ListEndOffsets(context.Background(), remote)
 		if err != nil {
-			return false
+			return fmt.Sprintf("listing the end offsets of %s: %v", remote, err)
 		}
 		var n int64
 		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 		if n < int64(produced) {
-			return false
+			return fmt.Sprintf("%s holds %d records of %d produced", remote, n, produced)
 		}
 		// After an outage the target holds duplicates (a run stopped before it could store its
 		// positions), so the count can reach the produced one early: count the records.
 		if opts.outage {
 			recs, err := testkit.ReadAllErr(testkit.Context(t, time.Minute), c.Target.Bootstrap, remote)
 			if err != nil {
-				return false
+				return fmt.Sprintf("reading %s: %v", remote, err)
 			}
 			seen := map[string]bool{}
 			for _, r := range recs {
 				seen[string(r.Key)] = true
 			}
 			if len(seen) < produced {
-				return false
+				return fmt.Sprintf("%s holds %d distinct keys of %d produced (%d records)", remote, len(seen), produced, len(recs))
 			}
 		}
 		// And every lag trigger reads 0 (the last run committed), so that the idle window
@@ -445,15 +456,19 @@ func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenari
 			tr := w.Trigger
 			tr.Group = p.env[w.Name]["MM2_LAG_GROUP"]
 			if l, err := p.lag(context.Background(), tr); err != nil || l > 0 {
-				return false
+				return fmt.Sprintf("%s's lag trigger reads %d (err %v)", w.Name, l, err)
 			}
 		}
-		return true
+		return ""
 	}
 	// A bound on "eventually", not a figure: alone a scenario catches up in 10-20 s, but on a
 	// loaded 2-core CI machine with four replay cases at once (two of them restarting a broker)
 	// an outage case needed more than 90 s.
-	for until := time.Now().Add(catchUpBound); !caughtUp(); time.Sleep(100 * time.Millisecond) {
+	for until := time.Now().Add(catchUpBound); ; time.Sleep(100 * time.Millisecond) {
+		missing := caughtUp()
+		if missing == "" {
+			break
+		}
 		if time.Now().After(until) {
 			p.mu.Lock()
 			// The first runs and the last ones (after an outage, the runs that should catch up).
@@ -462,9 +477,19 @@ func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenari
 					continue
 				}
 				t.Logf("%s run at +%v: exit %d, stopped %q; errors: %s", r.w.Name, r.start.Sub(t0).Round(time.Millisecond), r.exit, r.killed, tail(errorLines(r.stderr), 3000))
+				if i >= len(p.runs)-4 {
+					t.Logf("its last log lines: %s", tail(r.stderr, 3000))
+				}
 			}
 			p.mu.Unlock()
-			t.Fatalf("%s: the target does not hold every produced record after %v", shape, catchUpBound)
+			if g := p.env[mirrors[0].Name]["MM2_BURST_GROUP"]; g != "" {
+				if dg, err := p.adm.DescribeGroups(context.Background(), g); err == nil {
+					for _, d := range dg {
+						t.Logf("burst group %s: state %q, %d members", d.Group, d.State, len(d.Members))
+					}
+				}
+			}
+			t.Fatalf("%s: not caught up after %v: %s", shape, catchUpBound, missing)
 		}
 	}
 	caught := time.Since(t0)
@@ -530,8 +555,9 @@ func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenari
 		}
 	}
 	// A run that did not end with 0 may leave records it wrote without storing their positions:
-	// at most the records it copied (its summary's records), the at-least-once bound. A run
-	// with no summary (killed) leaves the bound open.
+	// at most the records it copied and those it sent without an acknowledgement (its summary's
+	// records and unconfirmed), the at-least-once bound. A run with no summary (killed) leaves
+	// the bound open.
 	killed, overlaps, bound, bounded := 0, 0, int64(0), true
 	for i, a := range p.runs {
 		if a.killed != "" || a.exit != 0 {
@@ -558,6 +584,7 @@ func scenarioWith(t *testing.T, shape string, workloads []Workload, opts scenari
 		t.Errorf("%s: %d records copied twice with no run stopped: two runs copied one partition at once (%d overlapping mirror runs)", shape, dups, overlaps)
 	}
 	if bounded && int64(dups) > bound {
+		logRuns(t, p.runs, t0, seen)
 		t.Errorf("%s: %d records copied twice, more than the %d the stopped or failed runs copied: two runs copied one partition at once (%d overlapping mirror runs)", shape, dups, bound, overlaps)
 	}
 	if opts.outage {
@@ -673,19 +700,68 @@ func firstRecord(r *run) (time.Duration, bool) {
 	return 0, false
 }
 
-// summaryRecords is the records count of a run's summary (the JSON line on stdout).
+// summaryRecords is what a run's summary (the JSON line on stdout) says it may have left on the
+// target: the records it copied plus those it sent without an acknowledgement (unconfirmed).
 func summaryRecords(r *run) (int64, bool) {
 	for _, l := range strings.Split(r.stderr, "\n") {
 		var sum struct {
-			Msg     *string `json:"msg"`
-			Reason  *string `json:"reason"`
-			Records *int64  `json:"records"`
+			Msg         *string `json:"msg"`
+			Reason      *string `json:"reason"`
+			Records     *int64  `json:"records"`
+			Unconfirmed int64   `json:"unconfirmed"`
 		}
 		if json.Unmarshal([]byte(l), &sum) == nil && sum.Msg == nil && sum.Reason != nil && sum.Records != nil {
-			return *sum.Records, true
+			return *sum.Records + sum.Unconfirmed, true
 		}
 	}
 	return 0, false
+}
+
+// logRuns logs each mirror run (when, how it ended, its summary) and the records the target
+// holds more than once, per partition: what a failed at-least-once bound needs to be read.
+func logRuns(t *testing.T, runs []*run, t0 time.Time, seen map[string]int) {
+	t.Helper()
+	for i, r := range runs {
+		if r.w.Function != "mirror" {
+			continue
+		}
+		sum := ""
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.HasPrefix(l, "{") && !strings.Contains(l, `"msg"`) && strings.Contains(l, `"reason"`) {
+				sum = tail(l, 400)
+			}
+		}
+		msgs := map[string]int{}
+		for _, l := range strings.Split(r.stderr, "\n") {
+			var m struct{ Msg string }
+			if json.Unmarshal([]byte(l), &m) == nil && m.Msg != "" {
+				msgs[m.Msg]++
+			}
+		}
+		t.Logf("run %d (%s, execution %d, attempt %d) +%v..+%v exit %d stopped %q: %s; its log messages %v", i, r.w.Name, r.job, r.attempt,
+			r.start.Sub(t0).Round(time.Millisecond), r.end.Sub(t0).Round(time.Millisecond), r.exit, r.killed, sum, msgs)
+	}
+	// The keys are the produced sequence numbers, partition = number % 4.
+	type span struct{ lo, hi, n int }
+	spans := map[int]*span{}
+	for k, n := range seen {
+		if n < 2 {
+			continue
+		}
+		i, err := strconv.Atoi(k)
+		if err != nil {
+			continue
+		}
+		sp := spans[i%4]
+		if sp == nil {
+			sp = &span{lo: i, hi: i}
+			spans[i%4] = sp
+		}
+		sp.lo, sp.hi, sp.n = min(sp.lo, i), max(sp.hi, i), sp.n+1
+	}
+	for part, sp := range spans {
+		t.Logf("partition %d: %d records held more than once, sequence numbers %d..%d", part, sp.n, sp.lo, sp.hi)
+	}
 }
 
 // errorLines are the WARN and ERROR lines of a run's log.
