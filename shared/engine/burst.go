@@ -100,6 +100,11 @@ type Summary struct {
 	// (a leader moving, say). Batches to new topics wait until their partitions are served
 	// instead, so a healthy target refuses none.
 	ResentBatches int64 `json:"resent_batches,omitempty"`
+	// Unconfirmed counts the records sent to the target that it had not acknowledged when the
+	// burst ended (a failure, a stop, a budget with the target not answering): the target may
+	// hold them, and the next burst copies them again from the stored position. With Records,
+	// it bounds the duplicates a failed or stopped burst can leave (at-least-once).
+	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	// Gaps are the source records lost to the flow that this burst found and copied around
 	// (deleted before they were mirrored, or a recreated topic); see Gap.
 	Gaps []Gap `json:"gaps,omitempty"`

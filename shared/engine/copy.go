@@ -168,14 +168,17 @@ type copier struct {
 	// inflight counts bytes produced, not yet acknowledged, and wakes producers waiting for
 	// room under budget. Both are the engine's (one bound for all concurrent calls) with
 	// reuse.
-	budget     int64
-	wide       bool // more than narrowPartitions partitions at the start: no start bound
-	inflight   *inflightBytes
-	records    atomic.Int64
-	bytes      atomic.Int64
-	forwarded  atomic.Int64 // records copied in forwarded batches
-	resent     atomic.Int64 // forwarded batches sent again after the target refused them
-	firstAckNS atomic.Int64
+	budget    int64
+	wide      bool // more than narrowPartitions partitions at the start: no start bound
+	inflight  *inflightBytes
+	records   atomic.Int64
+	bytes     atomic.Int64
+	forwarded atomic.Int64 // records copied in forwarded batches
+	resent    atomic.Int64 // forwarded batches sent again after the target refused them
+	// unconfirmed counts the records of forwarded batches whose write failed: the target may
+	// hold them (Summary.Unconfirmed, with the record path's ledgers).
+	unconfirmed atomic.Int64
+	firstAckNS  atomic.Int64
 
 	errMu sync.Mutex
 	err   error
@@ -1174,8 +1177,10 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	c.mu.Lock()
 	held := c.held
 	c.mu.Unlock()
+	unconfirmed := c.unconfirmed.Load()
 	for _, st := range c.states {
 		st.mu.Lock()
+		unconfirmed += int64(len(st.inflight) - st.head) // produced, never acknowledged
 		next := st.next
 		if p := st.position(); p >= 0 {
 			next = max(next, p+1)
@@ -1191,6 +1196,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	s := c.e.runner.finishSummary(start, parts, reason, err)
 	s.ForwardedRecords = c.forwarded.Load()
 	s.ResentBatches = c.resent.Load()
+	s.Unconfirmed = unconfirmed
 	if ns := c.firstAckNS.Load(); ns > 0 {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}

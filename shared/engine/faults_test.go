@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -328,4 +329,41 @@ func TestFakeProduceOutcomeUnknownWithoutIdempotence(t *testing.T) {
 		}
 		assertSyncsPointAtCopies(t, all, "orders", recs, got)
 	})
+}
+
+// TestFakeUnconfirmedRecordsReported: the target answers every produce to the remote topic
+// with NOT_LEADER_OR_FOLLOWER (a leader that is going away), so no record is acknowledged, and
+// the burst is stopped by its MaxDuration with a short Grace. Its summary counts the records
+// it sent whose outcome it does not know (Unconfirmed): the target may hold them and the next
+// burst copies them again, the duplicates at-least-once allows. Before this field a failed
+// burst's summary said only what was acknowledged, and a run that met a target outage could
+// leave on the target thousands of records more than its summary accounted for.
+func TestFakeUnconfirmedRecordsReported(t *testing.T) {
+	for _, decode := range []bool{true, false} {
+		t.Run(map[bool]string{true: "records", false: "batches"}[decode], func(t *testing.T) {
+			f := newFakeFlow(t, map[string]int32{"orders": 2})
+			f.produce("orders", 2, 30)
+			f.opts.DecodeRecords = decode
+			id := f.topicID("src.orders", 2)
+			var refused atomic.Int64
+			f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.tgt.KeepControl()
+				if !producesTo(req, "src.orders", id) {
+					return nil, nil, false
+				}
+				refused.Add(1)
+				return failProduce(req, kerr.NotLeaderForPartition.Code), nil, true
+			})
+			s, _ := f.engine().Burst(context.Background(), BurstOptions{MaxDuration: 300 * time.Millisecond, Grace: 200 * time.Millisecond})
+			if refused.Load() == 0 {
+				t.Fatal("no produce to src.orders was refused (the test needs the fault)")
+			}
+			if s.Records != 0 || s.Lag != 60 {
+				t.Errorf("summary: %d records copied, lag %d; want 0 and 60", s.Records, s.Lag)
+			}
+			if s.Unconfirmed != 60 {
+				t.Errorf("summary: %d records unconfirmed, want 60 (every record sent, none acknowledged)\n%s", s.Unconfirmed, strings.Join(f.logs.lines, "\n"))
+			}
+		})
+	}
 }

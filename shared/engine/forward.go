@@ -661,6 +661,11 @@ var errNoAnswer = errors.New("the broker's answer left the partition out")
 // a batch it could not write it only releases what the fetch side still hands it.
 func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-chan fwdItem, cancelFetch context.CancelFunc) {
 	st := p.st
+	// A batch being written when the copy is asked to stop gets the grace period, as the
+	// record path's writes do, not the forwarder's whole retry budget.
+	wctx, cancelWrite := context.WithCancel(st.ctx)
+	defer cancelWrite()
+	defer context.AfterFunc(stop, func() { time.AfterFunc(f.c.bo.Grace, cancelWrite) })()
 	failed := false
 	for it := range items {
 		size := it.held
@@ -688,9 +693,12 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 				f.c.e.log.Debug("writing to a partition not seen served", "partition", p.st.w.remote, "err", err)
 			}
 		}
-		_, err := f.sink.write(st.ctx, st, sinkInput{part: p, item: &it})
+		_, err := f.sink.write(wctx, st, sinkInput{part: p, item: &it})
 		f.release(size)
 		if err != nil {
+			// The target may hold the batch (a write that timed out, a stop): its records
+			// count as unconfirmed in the summary.
+			f.c.unconfirmed.Add(int64(it.batch.Count()))
 			failed = true
 			p.handover = fmt.Sprintf("writing the batch at offset %d: %v", it.base, err)
 			cancelFetch()
