@@ -18,7 +18,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "== checks: tracked files, gofmt, go vet, staticcheck"
+# step prints a section header with the time since the start, so a CI log says where its time went.
+step() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
+step "checks: tracked files, gofmt, go vet, staticcheck"
 test/tracked-files.sh # no built binaries, no file over 1 MiB but listed test data
 unformatted="$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)"
 if [[ -n "$unformatted" ]]; then
@@ -28,7 +31,7 @@ go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 (cd deploy && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 
-echo "== fuzz: each parser target for a few seconds beyond its seed corpus (testdata/fuzz)"
+step "fuzz: each parser target for a few seconds beyond its seed corpus (testdata/fuzz)"
 for target in "FuzzEventRoute ./shared/serve" "FuzzHandler ./shared/mirrorevents" "FuzzParseProperties ./shared/config" \
   "FuzzProviders ./shared/config" "FuzzParseJAAS ./shared/cluster"; do
   read -r name pkg <<<"$target" # not set --: "$@" is go test's below
@@ -38,7 +41,7 @@ for target in "FuzzEventRoute ./shared/serve" "FuzzHandler ./shared/mirrorevents
   go test -run='^$' -fuzz="^$name\$" -fuzztime=3000x "$pkg"
 done
 
-echo "== starting Kafka clusters (first run downloads the jars with Maven)"
+step "starting Kafka clusters (first run downloads the jars with Maven)"
 "$kafka" install
 "$kafka" install-version # test/kafka/versions/*: the brokers TestMirrorOnBrokerVersions starts
 "$kafka" stop source >/dev/null 2>&1 || true
@@ -48,12 +51,21 @@ echo "== starting Kafka clusters (first run downloads the jars with Maven)"
 wait "$s"; wait "$t"
 eval "$("$kafka" env)"
 
-echo "== go test -race"
+step "go test -race ./... (and the deploy module's tests beside it)"
 # testsummary prints what plain go test prints and tallies the tests; its report, the last
-# lines, counts the skipped tests by reason.
-tally="$(mktemp)"; summary="$(mktemp -d)/testsummary"; go build -o "$summary" ./test/testsummary
+# lines, lists the slowest tests and counts the skipped tests by reason.
+work="$(mktemp -d)"; summary="$work/testsummary"; go build -o "$summary" ./test/testsummary
+# The deploy module (manifest checks, platform replay) runs beside the main module's tests: both
+# mostly wait on brokers and processes, and one after the other they left a core idle for minutes.
+# Its output is printed after the main module's, so the two do not interleave.
+(cd deploy && GOFLAGS=-mod=mod "$summary" -record "$work/tally-deploy" go test -json -count=1 -timeout 20m ./... >"$work/deploy.out" 2>&1) &
+deploy_pid=$!
 status=0
-"$summary" -record "$tally" go test -race -json -count=1 -timeout 20m "$@" ./... || status=$?
-(cd deploy && GOFLAGS=-mod=mod "$summary" -record "$tally" go test -json -count=1 -timeout 20m ./...) || status=$?
-"$summary" -report "$tally"
+"$summary" -record "$work/tally" go test -race -json -count=1 -timeout 20m "$@" ./... || status=$?
+step "main module done; the deploy module's tests:"
+wait "$deploy_pid" || status=$?
+cat "$work/deploy.out"
+cat "$work/tally-deploy" >>"$work/tally" 2>/dev/null || true
+step "tests done"
+"$summary" -report "$work/tally"
 exit "$status"
