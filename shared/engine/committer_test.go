@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -131,7 +132,9 @@ func TestFakeSlowPositionsTopicDoesNotStallCopy(t *testing.T) {
 		s, err := e.Burst(ctx, BurstOptions{})
 		done <- result{s, err}
 	}()
-	adm := f.admin(Target)
+	// Metadata at most 50 ms old: kadm answers from franz-go's cache, which keeps "no such
+	// topic" for 5 s by default, and the remote topic is created by the burst.
+	adm := kadm.NewClient(f.client(Target, kgo.MetadataMinAge(50*time.Millisecond)))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ends, err := adm.ListEndOffsets(ctx, "src.orders")
