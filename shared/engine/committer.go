@@ -27,10 +27,10 @@ import (
 // tick cycles (commit) before it writes on.
 //
 // Ownership: e, offsets, syncs, fail, ledgers and the channels are set at construction, prod
-// and txn by copier.open before start; then read-only. Everything a cycle does runs on the goroutine,
-// so cycles need no lock: the requests are the channels (kick, reqs), syncsDue and pending are
-// atomic, and the ledgers' own locks guard their snapshots. cancel and stopped are set by
-// start, before the goroutine exists, and read by stop.
+// and txn by copier.open before start, cancel by start before the goroutine exists; then
+// read-only. Everything a cycle does runs on the goroutine, so cycles need no lock: the
+// requests are the channels (kick, reqs), syncsDue and pending are atomic, and the ledgers'
+// own locks guard their snapshots (the ledger list is read under copier.mu).
 type committer struct {
 	e       *Engine
 	offsets *pendingTopic
