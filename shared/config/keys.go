@@ -100,7 +100,7 @@ var keyRules = map[string]keyRule{
 	"status.storage.partitions":         {NotNeeded, "mm2go keeps no Connect task status", nil},
 	"group.id":                          {NotNeeded, "mm2go has no Connect worker group", nil},
 	"offset.flush.interval.ms":          {NotNeeded, "positions are stored every 500 ms and every 8 MiB acknowledged while copying (exactly-once: with every transaction) and when a copy ends", nil},
-	"offset.flush.timeout.ms":           {NotNeeded, "positions are stored every 500 ms and every 8 MiB acknowledged while copying (exactly-once: with every transaction) and when a copy ends", nil},
+	"offset.flush.timeout.ms":           {NotNeeded, "a copy's committer awaits each cycle's positions on its own goroutine while copying goes on, without a timeout; a copy's end awaits them as long as it awaits its records (exactly-once: with every transaction)", nil},
 	"plugin.path":                       {NotNeeded, whyConnect, nil},
 
 	// Client security keys no cluster setting reads (yet).
