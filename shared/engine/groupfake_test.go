@@ -532,3 +532,39 @@ func TestFakeGroupFinishingMemberWaitsForItsAssignment(t *testing.T) {
 	}
 	f.assertCopied(append(first, late...), "src.orders")
 }
+
+// TestFakeGroupTimingsFromDial: a burst group member's timings (session and rebalance timeouts,
+// heartbeat interval) are the dial function's: the engine sets none of them, so a user's
+// consumer.session.timeout.ms and the group tests' short heartbeat (fastGroups) reach the group.
+// The timeouts are checked on the member's JoinGroup request.
+func TestFakeGroupTimingsFromDial(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.fastGroups()
+	f.srcExtra = append(f.srcExtra, kgo.SessionTimeout(7*time.Second), kgo.RebalanceTimeout(9*time.Second))
+	recs := f.produce("orders", 1, 5)
+	var mu sync.Mutex
+	var joins []*kmsg.JoinGroupRequest
+	f.src.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		joins = append(joins, req.(*kmsg.JoinGroupRequest))
+		return nil, nil, false
+	})
+	s, err := f.engine().Burst(context.Background(), BurstOptions{Group: "g"})
+	if err != nil || s.Records != 5 {
+		t.Fatalf("burst: %d records, %v; want 5", s.Records, err)
+	}
+	f.assertCopied(recs, "src.orders")
+	mu.Lock()
+	defer mu.Unlock()
+	n := len(joins)
+	for _, j := range joins {
+		if j.SessionTimeoutMillis != 7000 || j.RebalanceTimeoutMillis != 9000 {
+			t.Errorf("JoinGroup with session timeout %d ms and rebalance timeout %d ms, want the dial function's 7000 and 9000", j.SessionTimeoutMillis, j.RebalanceTimeoutMillis)
+		}
+	}
+	if n == 0 {
+		t.Error("the burst group member sent no JoinGroup")
+	}
+}
