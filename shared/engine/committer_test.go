@@ -220,3 +220,82 @@ func TestFakeCommitterEndsWithItsCopy(t *testing.T) {
 		t.Fatalf("positions %v, want 49 for both partitions", pos)
 	}
 }
+
+// TestFakeCommitterSettlesAfterItsCopy: a copy on serve's shared producers whose records the
+// target has not acknowledged when it ends (its grace is 1 ms here, the target holds every
+// produce of the remote topic until the copy has returned) keeps its committer until they are:
+// then a settle cycle stores their positions, the committer's goroutine ends and the copy's
+// partitions are freed (settled), in that order.
+func TestFakeCommitterSettlesAfterItsCopy(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 30)
+	e := f.engine()
+	ctx := context.Background()
+	topics, err := e.planner.discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PrepareTargets(ctx, topics); err != nil {
+		t.Fatal(err)
+	}
+	parts, _, err := e.positions.ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := map[string]string{"orders": "src.orders"}
+	works, err := e.planner.plan(ctx, []TP{{"orders", 0}}, remote, nil, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := f.admin(Target).Metadata(ctx, "src.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteID := md.Topics["src.orders"].ID
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if producesTo(req, "src.orders", remoteID) {
+			f.tgt.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	syncs, err := e.newSyncEmitter(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syncs.close()
+	settled := make(chan bool, 1) // whether the committer had stopped when the partitions were freed
+	var c *copier
+	c = newCopier(e, BurstOptions{Grace: time.Millisecond, settled: func() {
+		select {
+		case <-c.commits.stopped:
+			settled <- true
+		default:
+			settled <- false
+		}
+	}}, works, readyTopic(parts), syncs)
+	c.remote = remote
+	c.shareEngineBudget()
+	if _, err := c.run(ctx, time.Now()); err == nil {
+		t.Fatal("the copy ended without error with every record unacknowledged; the test needs records in flight past its grace")
+	}
+	if pos, ok := f.positions()[TP{"orders", 0}]; ok {
+		t.Fatalf("position %d stored before the target acknowledged any record", pos)
+	}
+	open()
+	select {
+	case stopped := <-settled:
+		if !stopped {
+			t.Fatal("the copy's partitions were freed while its committer still ran")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the copy did not settle within 30 s of the target acknowledging its records")
+	}
+	if pos := f.positions()[TP{"orders", 0}]; pos != 29 {
+		t.Fatalf("position of orders-0 after settling = %d, want 29", pos)
+	}
+}
