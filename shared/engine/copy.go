@@ -58,9 +58,10 @@ func (o Options) inflightBudget(partitions int) int64 {
 const startInflightBytes = 256 << 10
 
 // bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
-// narrow burst on its own producer, then (and for every other copy) the budget.
+// narrow burst on its own producer (exactly-once: of a record inside its transaction, txnAcked;
+// firstAckNS waits for the first commit), then (and for every other copy) the budget.
 func (c *copier) bound() int64 {
-	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 {
+	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 && !c.txnAcked.Load() {
 		return min(c.budget, startInflightBytes)
 	}
 	return c.budget
@@ -117,8 +118,8 @@ const maxBufferedRecords = 1 << 17
 //     states under mu;
 //   - errMu: err, the first failure;
 //   - atomics, for counters the promise updates per record and others read: pending,
-//     the committer's pending, records, bytes, txnBytes, firstAckNS, and the shared *inflight
-//     byte count.
+//     the committer's pending, records, bytes, txnBytes, txnAcked, firstAckNS, and the shared
+//     *inflight byte count.
 type copier struct {
 	e       *Engine
 	bo      BurstOptions
@@ -153,6 +154,7 @@ type copier struct {
 	// not yet committed), which commitPolicy counts as written.
 	txn      *txnSink
 	txnBytes atomic.Int64
+	txnAcked atomic.Bool // a record was acknowledged inside a transaction (lifts the start bound)
 
 	// reuse: prod (and the committer's) are the engine's (CopyPartition), shared with
 	// concurrent calls; this copier waits for its own records (pending) instead of flushing them.

@@ -204,10 +204,12 @@ func (s *txnSink) write(ctx context.Context, st *partLedger, in sinkInput) (int6
 		up := r.Offset
 		prepareCopy(r, st.w.remote)
 		p.prod.Produce(st.ctx, r, func(_ *kgo.Record, err error) {
-			c.inflight.release(size)
 			if err != nil {
 				p.setErr(fmt.Errorf("writing %s offset %d to %q: %w", st.w.tp, up, st.w.remote, err))
+			} else if !c.txnAcked.Load() {
+				c.txnAcked.Store(true) // before the release below: it lifts the start bound
 			}
+			c.inflight.release(size)
 		})
 		n++
 	}
