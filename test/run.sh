@@ -51,21 +51,31 @@ step "starting Kafka clusters (first run downloads the jars with Maven)"
 wait "$s"; wait "$t"
 eval "$("$kafka" env)"
 
-step "go test -race ./... (and the deploy module's tests beside it)"
+step "go test: test/e2e, the other packages (both -race) and the deploy module, side by side"
 # testsummary prints what plain go test prints and tallies the tests; its report, the last
 # lines, lists the slowest tests and counts the skipped tests by reason.
 work="$(mktemp -d)"; summary="$work/testsummary"; go build -o "$summary" ./test/testsummary
-# The deploy module (manifest checks, platform replay) runs beside the main module's tests: both
-# mostly wait on brokers and processes, and one after the other they left a core idle for minutes.
-# Its output is printed after the main module's, so the two do not interleave.
+# Three go test runs at once, as they mostly wait on brokers and processes: test/e2e (the long
+# pole, 13 minutes), the main module's other packages, and the deploy module (manifest checks,
+# platform replay). In one ./... run, go test's package scheduling (-p, the core count) started
+# test/e2e only once the shared/ packages were done, about 5 minutes in; and the deploy module
+# after the main one left a core idle for minutes. The first run's output is printed as it
+# comes, the others' after it, so they do not interleave.
+others=$(go list ./... | grep -vx 'github.com/mm2go/mm2go/test/e2e')
+"$summary" -record "$work/tally-e2e" go test -race -json -count=1 -timeout 20m "$@" ./test/e2e >"$work/e2e.out" 2>&1 &
+e2e_pid=$!
 (cd deploy && GOFLAGS=-mod=mod "$summary" -record "$work/tally-deploy" go test -json -count=1 -timeout 20m ./... >"$work/deploy.out" 2>&1) &
 deploy_pid=$!
 status=0
-"$summary" -record "$work/tally" go test -race -json -count=1 -timeout 20m "$@" ./... || status=$?
-step "main module done; the deploy module's tests:"
-wait "$deploy_pid" || status=$?
-cat "$work/deploy.out"
-cat "$work/tally-deploy" >>"$work/tally" 2>/dev/null || true
+# shellcheck disable=SC2086 # one package path per word
+"$summary" -record "$work/tally" go test -race -json -count=1 -timeout 20m "$@" $others || status=$?
+for run in e2e deploy; do
+  pid_var="${run}_pid"
+  wait "${!pid_var}" || status=$?
+  step "the $run tests:"
+  cat "$work/$run.out"
+  cat "$work/tally-$run" >>"$work/tally" 2>/dev/null || true
+done
 step "tests done"
 "$summary" -report "$work/tally"
 exit "$status"
