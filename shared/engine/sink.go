@@ -213,6 +213,9 @@ func (s *txnSink) write(ctx context.Context, st *partLedger, in sinkInput) (int6
 		})
 		n++
 	}
+	if p != nil {
+		c.policy.transaction(p.bytes) // the fetch loop's, as write is
+	}
 	return n, nil
 }
 
