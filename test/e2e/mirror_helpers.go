@@ -115,12 +115,22 @@ func RunMirrorSummary(t testing.TB, stdout []byte) map[string]any {
 
 // EndOffsetsSum returns the sum of a topic's end offsets (0 if it does not exist).
 func EndOffsetsSum(ctx context.Context, bootstrap, topic string) int64 {
+	return offsetsSum(ctx, bootstrap, topic, (*kadm.Client).ListEndOffsets)
+}
+
+// StableOffsetsSum is EndOffsetsSum as a read_committed reader sees it: the sum of the last
+// stable offsets (records of open transactions are not counted).
+func StableOffsetsSum(ctx context.Context, bootstrap, topic string) int64 {
+	return offsetsSum(ctx, bootstrap, topic, (*kadm.Client).ListCommittedOffsets)
+}
+
+func offsetsSum(ctx context.Context, bootstrap, topic string, list func(*kadm.Client, context.Context, ...string) (kadm.ListedOffsets, error)) int64 {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
 		return 0
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := list(kadm.NewClient(cl), ctx, topic)
 	if err != nil {
 		return 0
 	}
