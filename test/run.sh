@@ -51,26 +51,30 @@ step "starting Kafka clusters (first run downloads the jars with Maven)"
 wait "$s"; wait "$t"
 eval "$("$kafka" env)"
 
-step "go test: test/e2e, the other packages (both -race) and the deploy module, side by side"
+step "go test: test/e2e in two halves, the other packages (all -race) and the deploy module, side by side"
 # testsummary prints what plain go test prints and tallies the tests; its report, the last
 # lines, lists the slowest tests and counts the skipped tests by reason.
 work="$(mktemp -d)"; summary="$work/testsummary"; go build -o "$summary" ./test/testsummary
-# Three go test runs at once, as they mostly wait on brokers and processes: test/e2e (the long
-# pole, 13 minutes), the main module's other packages, and the deploy module (manifest checks,
-# platform replay). In one ./... run, go test's package scheduling (-p, the core count) started
-# test/e2e only once the shared/ packages were done, about 5 minutes in; and the deploy module
-# after the main one left a core idle for minutes. The first run's output is printed as it
-# comes, the others' after it, so they do not interleave.
+# Four go test runs at once, as they mostly wait on brokers and processes: test/e2e in two
+# halves (the tests on clusters of their own: broker faults, kills, other broker versions; and
+# the rest, on the shared clusters), the main module's other packages, and the deploy module
+# (manifest checks, platform replay). In one ./... run, go test's package scheduling (-p, the
+# core count) started test/e2e, the long pole (13-17 minutes alone), only once the shared/
+# packages were done; the deploy module after the main one left a core idle for minutes. The
+# first run's output is printed as it comes, the others' after it, so they do not interleave.
+own_clusters='^(TestFaults.*|TestMirrorSIGKILL|TestMirrorSIGTERM|TestMirrorOnBrokerVersions|TestServeGenuineDispatcherFaults)$'
 others=$(go list ./... | grep -vx 'github.com/mm2go/mm2go/test/e2e')
-"$summary" -record "$work/tally-e2e" go test -race -json -count=1 -timeout 20m "$@" ./test/e2e >"$work/e2e.out" 2>&1 &
+"$summary" -record "$work/tally-e2e-faults" go test -race -json -count=1 -timeout 20m -run "$own_clusters" "$@" ./test/e2e >"$work/e2e-faults.out" 2>&1 &
+e2e_faults_pid=$!
+"$summary" -record "$work/tally-e2e" go test -race -json -count=1 -timeout 20m -skip "$own_clusters" "$@" ./test/e2e >"$work/e2e.out" 2>&1 &
 e2e_pid=$!
 (cd deploy && GOFLAGS=-mod=mod "$summary" -record "$work/tally-deploy" go test -json -count=1 -timeout 20m ./... >"$work/deploy.out" 2>&1) &
 deploy_pid=$!
 status=0
 # shellcheck disable=SC2086 # one package path per word
 "$summary" -record "$work/tally" go test -race -json -count=1 -timeout 20m "$@" $others || status=$?
-for run in e2e deploy; do
-  pid_var="${run}_pid"
+for run in e2e-faults e2e deploy; do
+  pid_var="${run//-/_}_pid"
   wait "${!pid_var}" || status=$?
   step "the $run tests:"
   cat "$work/$run.out"
