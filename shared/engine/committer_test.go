@@ -30,20 +30,7 @@ func TestFakeCommitterCancelWritesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return failProduce(req, kerr.InvalidRecord.Code), nil, true
 	})
 	prod := f.client(Target, positionProducerOpts()...)
 	var (
@@ -176,29 +163,7 @@ func TestFakeCommitterEndsWithItsCopy(t *testing.T) {
 	f.produce("orders", 2, 50)
 	e := f.engine()
 	ctx := context.Background()
-	topics, err := e.planner.discover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.PrepareTargets(ctx, topics); err != nil {
-		t.Fatal(err)
-	}
-	parts, _, err := e.positions.ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := map[string]string{"orders": "src.orders"}
-	works, err := e.planner.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syncs, err := e.newSyncEmitter(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syncs.close()
-	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
-	c.remote = remote
+	c := f.plannedCopier(e, TP{"orders", 0}, TP{"orders", 1})
 	select {
 	case <-c.commits.stopped:
 		t.Fatal("the committer's goroutine ended before the copy started it")
@@ -231,22 +196,7 @@ func TestFakeCommitterSettlesAfterItsCopy(t *testing.T) {
 	f.produce("orders", 1, 30)
 	e := f.engine()
 	ctx := context.Background()
-	topics, err := e.planner.discover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.PrepareTargets(ctx, topics); err != nil {
-		t.Fatal(err)
-	}
-	parts, _, err := e.positions.ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := map[string]string{"orders": "src.orders"}
-	works, err := e.planner.plan(ctx, []TP{{"orders", 0}}, remote, nil, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	works, parts, remote := f.plannedCopy(e, TP{"orders", 0})
 	md, err := f.admin(Target).Metadata(ctx, "src.orders")
 	if err != nil {
 		t.Fatal(err)

@@ -238,29 +238,12 @@ func TestFakeForwarderLeavesSharedStateAlone(t *testing.T) {
 	f.produce("orders", 2, 200)
 	e := f.engine()
 	ctx := context.Background()
-	topics, err := e.planner.discover(ctx)
-	if err != nil {
-		t.Fatal(err)
+	c := f.plannedCopier(e, TP{"orders", 0}, TP{"orders", 1})
+	c.forward = true
+	works := make([]*work, 0, len(c.states))
+	for _, st := range c.states {
+		works = append(works, st.w)
 	}
-	if err := e.PrepareTargets(ctx, topics); err != nil {
-		t.Fatal(err)
-	}
-	parts, _, err := e.positions.ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := map[string]string{"orders": "src.orders"}
-	works, err := e.planner.plan(ctx, []TP{{"orders", 0}, {"orders", 1}}, remote, nil, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syncs, err := e.newSyncEmitter(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syncs.close()
-	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
-	c.remote, c.forward = remote, true
 	budget := c.budget
 	stop := make(chan struct{})
 	var seen sync.WaitGroup

@@ -51,16 +51,7 @@ func TestFakeGroupMemberFinishingGetsWork(t *testing.T) {
 	}
 
 	// New records for both partitions, then member B joins and takes one of them.
-	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var late []*kgo.Record
-	for p := range int32(2) {
-		for i := range 20 {
-			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
-		}
-	}
-	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	late := f.produceLate(ctx)
 	b, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
 	if err != nil {
 		t.Fatalf("member B: %v (%+v)", err, b)
@@ -358,16 +349,7 @@ func TestFakeGroupPartitionBackIsPlannedFromStore(t *testing.T) {
 		t.Fatalf("member A was assigned both partitions %d times before B joined, want once", n)
 	}
 
-	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var late []*kgo.Record
-	for p := range int32(2) {
-		for i := range 20 {
-			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
-		}
-	}
-	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	late := f.produceLate(ctx)
 	b, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
 	if err != nil {
 		t.Fatalf("member B: %v (%+v)", err, b)
@@ -501,16 +483,7 @@ func TestFakeGroupFinishingMemberWaitsForItsAssignment(t *testing.T) {
 		t.Fatal("member A never finished its copy loop")
 	}
 
-	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var late []*kgo.Record
-	for p := range int32(2) {
-		for i := range 20 {
-			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
-		}
-	}
-	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	late := f.produceLate(ctx)
 	b, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
 	if err != nil {
 		t.Fatalf("member B: %v (%+v)", err, b)
@@ -567,4 +540,21 @@ func TestFakeGroupTimingsFromDial(t *testing.T) {
 	if n == 0 {
 		t.Error("the burst group member sent no JoinGroup")
 	}
+}
+
+// produceLate writes 20 more records to each of orders' two partitions (keys late<p>-<i>),
+// the records that arrive while a burst group member finishes, and returns them.
+func (f *fakeFlow) produceLate(ctx context.Context) []*kgo.Record {
+	f.t.Helper()
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var late []*kgo.Record
+	for p := range int32(2) {
+		for i := range 20 {
+			late = append(late, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "late%d-%d", p, i), Value: []byte("v")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, late...).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+	return late
 }

@@ -209,3 +209,47 @@ func setLogger(e *Engine, logger *slog.Logger) {
 	e.log = logger
 	e.wire()
 }
+
+// plannedCopy discovers the flow's topics, prepares them on the target, makes sure of the
+// offsets topic and plans the copies of tps (each topic to src.<topic>) as a burst does: where
+// a test that drives a copier directly starts. It returns the works, the offsets topic's
+// partition count and the remote topic names.
+func (f *fakeFlow) plannedCopy(e *Engine, tps ...TP) ([]*work, int32, map[string]string) {
+	f.t.Helper()
+	ctx := context.Background()
+	topics, err := e.planner.discover(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := e.PrepareTargets(ctx, topics); err != nil {
+		f.t.Fatal(err)
+	}
+	parts, _, err := e.positions.ensure(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	remote := map[string]string{}
+	for _, tp := range tps {
+		remote[tp.Topic] = "src." + tp.Topic
+	}
+	works, err := e.planner.plan(ctx, tps, remote, nil, parts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return works, parts, remote
+}
+
+// plannedCopier is a copier of tps as a burst makes it (plannedCopy, its own offset-sync
+// emitter, a 10 s grace), for the tests that run one directly.
+func (f *fakeFlow) plannedCopier(e *Engine, tps ...TP) *copier {
+	f.t.Helper()
+	works, parts, remote := f.plannedCopy(e, tps...)
+	syncs, err := e.newSyncEmitter(context.Background(), false)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(syncs.close)
+	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
+	c.remote = remote
+	return c
+}
