@@ -135,14 +135,17 @@ func TestCheckpointInteropWithRealMM2(t *testing.T) {
 	// checkpoint for it ("ignore offsets we cannot translate accurately"); mm2go must not
 	// either. Partition 2's position 0 is usually covered by the partition's first sync, but
 	// the store evicts old syncs as newer ones arrive, and how many MM2 writes depends on its
-	// timing (at most 10 in flight), so the first sync is sometimes gone.
+	// timing (at most 10 in flight), so the first sync is sometimes gone; on a loaded machine
+	// partition 3's too (a clean-clone .ci/run at 9fc274c beside two yes loops: only partitions
+	// 0 and 1 translatable). Half the partitions translated and the others not still checks
+	// both of mm2go's answers against MM2's.
 	translatable := map[int32]bool{}
 	for p := int32(0); p < partitions; p++ {
 		if want, ok := ref.Translate(topic, p, positions[p]); ok && want >= 0 {
 			translatable[p] = true
 		}
 	}
-	if len(translatable) < partitions-1 {
+	if len(translatable) < partitions/2 {
 		t.Fatalf("MM2's syncs translate only partitions %v of positions %v", translatable, positions)
 	}
 	// MM2 may have checkpointed while it was still writing syncs: wait for the checkpoints of
