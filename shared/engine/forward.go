@@ -665,7 +665,10 @@ func (f *forwarder) produceAll(stop context.Context, p *fwdPartition, items <-ch
 	// record path's writes do, not the forwarder's whole retry budget.
 	wctx, cancelWrite := context.WithCancel(st.ctx)
 	defer cancelWrite()
-	defer context.AfterFunc(stop, func() { time.AfterFunc(f.c.bo.Grace, cancelWrite) })()
+	defer context.AfterFunc(stop, func() {
+		t := time.AfterFunc(f.c.bo.Grace, cancelWrite)
+		context.AfterFunc(wctx, func() { t.Stop() }) // done before the grace ran out
+	})()
 	failed := false
 	for it := range items {
 		size := it.held
