@@ -182,7 +182,11 @@ func (ps *positionStore) waitStable(ctx context.Context, topic string, parts []i
 
 // readWindow consumes the given partitions of topic (read_committed, control records kept so
 // the read can tell it reached a transaction marker) from the given offsets, calling fn for
-// each record until fn returns true for every partition or nothing more arrives.
+// each record until fn returns true for every partition. The caller's ends are what ListOffsets
+// measured, and the record at end-1 (data or a transaction marker) or one past it always comes,
+// so the read goes on until it has: an empty poll is a slow broker, never "nothing more" (that
+// returned older positions, or none). It stops with an error when ctx ends or when no record
+// of a partition still read arrives for readStallMax.
 func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[int32]kgo.Offset, fn func(p int32, r *kgo.Record) (done bool)) error {
 	cl, err := ps.dial(ctx, Target,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
@@ -196,7 +200,7 @@ func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[
 	defer cl.Close()
 	remaining := len(from)
 	done := map[int32]bool{}
-	empty := 0
+	last := time.Now()
 	for remaining > 0 {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
@@ -214,14 +218,12 @@ func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[
 			return ferr
 		}
 		if fs.NumRecords() == 0 {
-			// A window whose tail was compacted away, or a read_committed read blocked at a
-			// stable offset: nothing more will come.
-			if empty++; empty >= 2 {
-				return nil
+			if time.Since(last) >= readStallMax {
+				return fmt.Errorf("reading %q: no record for %s with %d partitions not read to the end measured", topic, readStallMax, remaining)
 			}
 			continue
 		}
-		empty = 0
+		last = time.Now()
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			if done[ftp.Partition] {
 				return
@@ -238,6 +240,11 @@ func (ps *positionStore) readWindow(ctx context.Context, topic string, from map[
 	}
 	return nil
 }
+
+// readStallMax bounds how long a read of positions waits for the next record of a partition it
+// has not read to its end: a broker that answers no fetch for that long fails the read (the
+// copy asking for it fails or retries; it never goes on from an older position).
+const readStallMax = time.Minute
 
 // listOffsets returns start and end offsets of the given topics' partitions. With committed
 // it uses the last stable offset as the end (what a read_committed consumer can reach).

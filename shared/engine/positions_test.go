@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -574,5 +575,43 @@ func TestFakeWaitStableWaitsForOpenTransaction(t *testing.T) {
 	}
 	if n := asked.Load(); n < 2 {
 		t.Fatalf("%d read_committed ListOffsets requests, want at least 2 (the first saw the transaction open)", n)
+	}
+}
+
+// TestFakePositionsReadSlowFetch: reading positions goes on until the offsets topic has been
+// read to the end ListOffsets measured, however long the broker takes to answer a fetch: the
+// first fetch of the offsets topic is held for 2.5 s (a loaded broker), and the
+// newest stored position (7, after an older 3) must still be what read returns. A read that
+// takes two empty one-second polls for "nothing more" returns no position at all.
+func TestFakePositionsReadSlowFetch(t *testing.T) {
+	f := newFakeFlow(t, nil)
+	e := f.engine()
+	ctx := context.Background()
+	parts, _, err := e.positions.ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TP{"orders", 0}
+	cl := f.client(Target)
+	for _, pos := range []int64{3, 7} {
+		if err := cl.ProduceSync(ctx, e.positions.record(tp, pos, parts)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held atomic.Int32
+	f.tgt.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		// Only the read fetches from the target here (fetch requests name topics by ID).
+		if len(req.(*kmsg.FetchRequest).Topics) > 0 && held.Add(1) == 1 {
+			f.tgt.SleepControl(func() { time.Sleep(2500 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	got, err := e.positions.read(ctx, []TP{tp}, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos, ok := got[tp]; !ok || pos != 7 {
+		t.Fatalf("read %v (position of %s: %d, found %v) with the offsets topic's fetches held; want 7, the newest", got, tp, pos, ok)
 	}
 }
