@@ -95,6 +95,15 @@ func TestSummaryAndExitCodesPage(t *testing.T) {
 	}
 	checkGenerated(t, page, "exit-codes", codes.String())
 
+	var opsCodes strings.Builder
+	opsCodes.WriteString("| command | exit code | meaning |\n|---|---|---|\n")
+	for _, cmd := range []struct{ name, prefix string }{{"`mirror cutover`", "Cutover"}, {"`mirror verify`", "Verify"}} {
+		for _, c := range intConstsWithPrefix(t, "shared/ops", cmd.prefix) {
+			fmt.Fprintf(&opsCodes, "| %s | %s | %s |\n", cmd.name, c[0], cell(c[1]))
+		}
+	}
+	checkGenerated(t, page, "ops-exit-codes", opsCodes.String())
+
 	var reasons strings.Builder
 	reasons.WriteString("| `reason` | meaning |\n|---|---|\n")
 	seen := map[string]bool{}
@@ -246,6 +255,18 @@ func jsonType(e ast.Expr) string {
 // constsWithPrefix lists dir's string constants named prefix* as (value, comment).
 func constsWithPrefix(t *testing.T, dir, prefix string) [][2]string {
 	t.Helper()
+	return litConstsWithPrefix(t, dir, prefix, token.STRING)
+}
+
+// intConstsWithPrefix lists dir's integer constants named prefix* as (value, comment).
+func intConstsWithPrefix(t *testing.T, dir, prefix string) [][2]string {
+	t.Helper()
+	return litConstsWithPrefix(t, dir, prefix, token.INT)
+}
+
+// litConstsWithPrefix lists dir's constants of literal kind named prefix* as (value, comment).
+func litConstsWithPrefix(t *testing.T, dir, prefix string, kind token.Token) [][2]string {
+	t.Helper()
 	var out [][2]string
 	for _, f := range parsePkg(t, dir) {
 		for _, d := range f.Decls {
@@ -260,10 +281,13 @@ func constsWithPrefix(t *testing.T, dir, prefix string) [][2]string {
 						continue
 					}
 					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
+					if !ok || lit.Kind != kind {
 						continue
 					}
-					v, _ := strconv.Unquote(lit.Value)
+					v := lit.Value
+					if kind == token.STRING {
+						v, _ = strconv.Unquote(lit.Value)
+					}
 					doc := strings.Join(strings.Fields(vs.Doc.Text()+" "+vs.Comment.Text()), " ")
 					if doc == "" {
 						t.Errorf("%s.%s has no comment saying what it means", dir, n.Name)
