@@ -77,6 +77,10 @@ func Options(s Settings, logger *slog.Logger) ([]kgo.Opt, error) {
 		if c := n.ProducerCompressionType; c != "none" && c != "gzip" {
 			log.Warn("Event Hubs accepts only uncompressed or gzip batches", "compression", c)
 		}
+		if len(s.BootstrapServers) > 0 && !bootstrapReaches(s.BootstrapServers, eh.Host) {
+			log.Warn("the bootstrap servers are not the Event Hubs namespace of the connection string, whose key signs in to that namespace only: set the bootstrap servers to <namespace>:9093 of the connection string, or leave them out",
+				"bootstrap_servers", strings.Join(s.BootstrapServers, ","), "connection_string_namespace", eh.Host)
+		}
 		// The Event Hubs profile's request sizes and timeouts. When Settings
 		// carries the profile settings, this becomes NewProfile(...).ClientOpts().
 		opts = append(opts, Profile{Cluster: n.Alias, EventHubs: true}.ClientOpts()...)
@@ -263,6 +267,23 @@ func Bootstrap(s Settings) ([]string, error) {
 // eventHubsErr names the connection string setting in a parse error.
 func eventHubsErr(s Settings, err error) error {
 	return settingErr(s, propErr("eventhubs.connection.string", fmt.Errorf("the connection string %w", err)))
+}
+
+// bootstrapReaches reports whether one of the bootstrap servers is in the Event Hubs
+// namespace of host: the same first DNS label (mynamespace.servicebus.windows.net and a
+// private endpoint's mynamespace.privatelink.servicebus.windows.net both are).
+func bootstrapReaches(servers []string, host string) bool {
+	ns, _, _ := strings.Cut(host, ".")
+	for _, b := range servers {
+		h := b
+		if hh, _, err := net.SplitHostPort(b); err == nil {
+			h = hh
+		}
+		if first, _, _ := strings.Cut(h, "."); strings.EqualFold(first, ns) {
+			return true
+		}
+	}
+	return false
 }
 
 // normalized validates a copy of s with Settings.Normalize and returns it,

@@ -182,6 +182,40 @@ func TestOptionsLogsIgnoredTLSAndEntityPath(t *testing.T) {
 	}
 }
 
+// TestOptionsWarnsBootstrapOutsideConnectionStringNamespace: bootstrap servers outside the
+// connection string's namespace (left at the old Kafka cluster) are named in a WARN line
+// that holds neither the key nor its name; the namespace itself, or a private endpoint of
+// it, is not.
+func TestOptionsWarnsBootstrapOutsideConnectionStringNamespace(t *testing.T) {
+	cs := "Endpoint=sb://mynamespace.servicebus.windows.net/;SharedAccessKeyName=mirrorpolicy;SharedAccessKey=" + testSASKey
+	for _, c := range []struct {
+		bootstrap []string
+		warn      bool
+	}{
+		{[]string{"kafka-old:9092"}, true},
+		{[]string{"othernamespace.servicebus.windows.net:9093"}, true},
+		{nil, false},
+		{[]string{"mynamespace.servicebus.windows.net:9093"}, false},
+		{[]string{"MyNamespace.privatelink.servicebus.windows.net:9093"}, false},
+	} {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&buf, nil))
+		if _, err := Options(Settings{Alias: "target", BootstrapServers: c.bootstrap, EventHubsConnectionString: secret.New(cs)}, logger); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if got := strings.Contains(out, "are not the Event Hubs namespace of the connection string"); got != c.warn {
+			t.Errorf("bootstrap %v: warned %v, want %v:\n%s", c.bootstrap, got, c.warn, out)
+		}
+		if c.warn && !strings.Contains(out, `"bootstrap_servers":"`+c.bootstrap[0]+`"`) {
+			t.Errorf("bootstrap %v: the warning does not name the bootstrap servers:\n%s", c.bootstrap, out)
+		}
+		if strings.Contains(out, testSASKey) || strings.Contains(out, "mirrorpolicy") {
+			t.Errorf("bootstrap %v: log contains the connection string's key or key name:\n%s", c.bootstrap, out)
+		}
+	}
+}
+
 func TestPingUnreachable(t *testing.T) {
 	s := Settings{Alias: "target", BootstrapServers: []string{"127.0.0.1:1"}, SecurityProtocol: "SASL_PLAINTEXT", SASLMechanism: "PLAIN", SASLUsername: "u", SASLPassword: secret.New(unitPass)}
 	cl, err := NewClient(context.Background(), s, nil, kgo.DialTimeout(time.Second))
