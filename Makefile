@@ -18,6 +18,7 @@ test:
 	test/run.sh
 
 ## bench: mm2go vs real MirrorMaker 2 vs the brokers' limits (not part of `make test`).
+## The freshness table (latency at steady rates, every trigger) alone: make bench BENCH_ARGS=-only=freshness
 bench:
 	$(GO) run ./test/bench -out test/bench/results $(BENCH_ARGS)
 

@@ -550,44 +550,15 @@ source.consumer.max.poll.records = 5000
 // mm2Tuning and 1 GiB of heap. Each row has its own source alias, so neither finds the other's
 // positions in MM2's offsets topic.
 func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned bool) (contender, error) {
-	alias, heap, name := "source", []string{"-Xms128m", "-Xmx512m"}, "mm2"
+	alias, name := "source", "mm2"
 	if tuned {
-		alias, heap, name = "tsource", []string{"-Xms1g", "-Xmx1g"}, "mm2tuned"
+		alias, name = "tsource", "mm2tuned"
 	}
-	props := testkit.MM2Properties(h.source, h.target, topics...)
-	if tuned {
-		props += mm2Tuning
-	} else {
-		props += "tasks.max = 2\n"
-	}
-	if w.Compression != "" {
-		props += "target.producer.compression.type = " + w.Compression + "\n"
-	}
-	alias += h.roundSuffix()
-	props = strings.ReplaceAll(props, "source", alias)
-	dir := filepath.Join(h.home, name+"-"+w.Name+h.roundSuffix())
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return contender{}, err
-	}
-	file := filepath.Join(dir, "mm2.properties")
-	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
-		return contender{}, err
-	}
-	logFile, err := os.Create(filepath.Join(dir, "mm2.log"))
+	cmd, logFile, remote, err := h.mm2Cmd(ctx, w, topics, alias+h.roundSuffix(), name+"-"+w.Name+h.roundSuffix(), tuned)
 	if err != nil {
 		return contender{}, err
 	}
 	defer logFile.Close()
-	args := append(heap, "-server", "-XX:+UseG1GC",
-		"-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-		"-Dlog4j2.configurationFile="+filepath.Join(h.home, "log4j2-server.properties"),
-		"-cp", h.lib+"/*", "org.apache.kafka.connect.mirror.MirrorMaker", file)
-	cmd := exec.CommandContext(ctx, "java", args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	remote := make([]string, len(topics))
-	for i, t := range topics {
-		remote[i] = alias + "." + t
-	}
 	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	})
@@ -603,6 +574,51 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 		}
 	}
 	return c, err
+}
+
+// mm2Cmd prepares a genuine MirrorMaker 2 process (dedicated mode) that copies topics from the
+// source cluster named alias: the default row's settings (the interoperability tests' with two
+// tasks, 512 MiB of heap) or, tuned, mm2Tuning with 1 GiB. Its properties and log go to the
+// directory logDir under the bench home; it returns the command, its log file (the caller
+// closes it) and the remote topics.
+func (h *harness) mm2Cmd(ctx context.Context, w workload, topics []string, alias, logDir string, tuned bool) (*exec.Cmd, *os.File, []string, error) {
+	heap := []string{"-Xms128m", "-Xmx512m"}
+	if tuned {
+		heap = []string{"-Xms1g", "-Xmx1g"}
+	}
+	props := testkit.MM2Properties(h.source, h.target, topics...)
+	if tuned {
+		props += mm2Tuning
+	} else {
+		props += "tasks.max = 2\n"
+	}
+	if w.Compression != "" {
+		props += "target.producer.compression.type = " + w.Compression + "\n"
+	}
+	props = strings.ReplaceAll(props, "source", alias)
+	dir := filepath.Join(h.home, logDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
+	file := filepath.Join(dir, "mm2.properties")
+	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
+		return nil, nil, nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "mm2.log"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	args := append(heap, "-server", "-XX:+UseG1GC",
+		"-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+		"-Dlog4j2.configurationFile="+filepath.Join(h.home, "log4j2-server.properties"),
+		"-cp", h.lib+"/*", "org.apache.kafka.connect.mirror.MirrorMaker", file)
+	cmd := exec.CommandContext(ctx, "java", args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	remote := make([]string, len(topics))
+	for i, t := range topics {
+		remote[i] = alias + "." + t
+	}
+	return cmd, logFile, remote, nil
 }
 
 // mm2goCmd prepares a mm2go function process for a workload: env settings for the bench

@@ -57,6 +57,12 @@ func main() {
 	flag.StringVar(&opts.baseline, "baseline", "", "also run `mirror run` built from this git revision (a commit, tag or branch) as the contender \""+nameBaseline+"\", interleaved with the others in every round: a before/after comparison of two builds on the same brokers")
 	flag.BoolVar(&opts.keepTopics, "keep-topics", false, "keep every copy and source topic on the clusters (default: delete each copy once checked, and a workload's source topics at its end)")
 	flag.DurationVar(&opts.timeout, "timeout", 4*time.Hour, "bound on the whole run")
+	flag.StringVar(&opts.freshRates, "fresh-rates", "100,1000,10000", "freshness workload: the producers' rates in records/s, one phase each")
+	flag.DurationVar(&opts.fresh.phase, "fresh-phase", 40*time.Second, "freshness workload: how long each rate is produced")
+	flag.IntVar(&opts.fresh.slowRate, "fresh-slow-rate", 1000, "freshness workload: the one rate of `mirror run` every 60 s")
+	flag.DurationVar(&opts.fresh.slowPhase, "fresh-slow-phase", 3*time.Minute, "freshness workload: how long `mirror run` every 60 s is fed")
+	flag.DurationVar(&opts.fresh.heartbeat, "fresh-heartbeat", 10*time.Second, "freshness workload: a `heartbeat run` round this often beside each contender (0: none)")
+	flag.StringVar(&opts.freshRows, "fresh-rows", "", "freshness workload: comma-separated contenders to run (mm2, mm2-tuned, serve-fetch, serve-payload, serve-ping, run-10s, run-60s; default all)")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// Interrupted, the run still stops its clusters and children (contexts end them).
@@ -83,9 +89,20 @@ type options struct {
 	baseline               string
 	timeout                time.Duration
 	sourcePort, targetPort int
+	// fresh shapes the freshness workload (-only freshness runs it alone), from the
+	// -fresh-* flags.
+	fresh                 freshOptions
+	freshRates, freshRows string
 }
 
 func run(ctx context.Context, opts options, logger *slog.Logger) error {
+	var err error
+	if opts.fresh.rates, err = parseRates(opts.freshRates); err != nil {
+		return err
+	}
+	if opts.freshRows != "" {
+		opts.fresh.rows = strings.Split(opts.freshRows, ",")
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -124,17 +141,20 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 		rep.Machine["baseline commit"] = baselineCommit
 	}
 	all := workloads(opts.scale)
+	only := strings.Split(opts.only, ",")
 	if opts.only != "" {
-		for _, name := range strings.Split(opts.only, ",") {
-			if !containsWorkload(all, strings.TrimSpace(name)) {
-				return fmt.Errorf("-only: no workload named %q (workloads: %s)", name, workloadNames(all))
+		for _, name := range only {
+			if name = strings.TrimSpace(name); name != freshWorkload && !containsWorkload(all, name) {
+				return fmt.Errorf("-only: no workload named %q (workloads: %s, %s)", name, workloadNames(all), freshWorkload)
 			}
 		}
 	}
+	backlogs := 0
 	for _, w := range all {
-		if opts.only != "" && !contains(strings.Split(opts.only, ","), w.Name) {
+		if opts.only != "" && !contains(only, w.Name) {
 			continue
 		}
+		backlogs++
 		logger.Info("workload", "name", w.Name, "topics", w.Topics, "partitions", w.Partitions, "records", w.Records, "size", w.Size)
 		res, err := h.runWorkload(ctx, w, opts)
 		if err != nil {
@@ -148,8 +168,16 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 			return err
 		}
 	}
-	rep.Finished = time.Now().UTC()
-	return rep.write(opts.out, true)
+	if backlogs > 0 {
+		rep.Finished = time.Now().UTC()
+		if err := rep.write(opts.out, true); err != nil {
+			return err
+		}
+	}
+	if opts.only == "" || contains(only, freshWorkload) {
+		return h.runFreshness(ctx, opts.fresh, opts.out)
+	}
+	return nil
 }
 
 type workload struct {

@@ -100,14 +100,7 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 		return c, err
 	}
 	name := "bench-" + strings.ReplaceAll(strings.ToLower(w.Name), "_", "-")
-	contract, err := h.cmd(ctx, script, "contract", "bootstrap="+h.source, "topics="+strings.Join(topics, ","),
-		"sink=http://"+ln.Addr().String()+"/", "name="+name, "namespace=bench", "ordering=ordered", "keyType=ByteArray",
-		"retry=3", "backoffPolicy=Exponential", "backoffDelayMs=500", "timeoutMs=300000").Output()
-	if err != nil {
-		stopFn()
-		return c, fmt.Errorf("dispatcher contract: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "contract.json"), contract, 0o644); err != nil {
+	if err := h.writeContract(ctx, script, dir, name, topics, "http://"+ln.Addr().String()+"/"); err != nil {
 		stopFn()
 		return c, err
 	}
@@ -164,6 +157,19 @@ func (h *harness) runServe(ctx context.Context, w workload, topics []string, set
 	}
 	c.setRates(want, w.totalBytes())
 	return c, nil
+}
+
+// writeContract writes into dir the dispatcher contract of a KafkaSource named name for topics
+// with sink as its sink: ordered, key type byte-array and the delivery settings of
+// knative/kafkasource.yaml (3 retries, exponential from 500 ms, 300 s timeout).
+func (h *harness) writeContract(ctx context.Context, script, dir, name string, topics []string, sink string) error {
+	contract, err := h.cmd(ctx, script, "contract", "bootstrap="+h.source, "topics="+strings.Join(topics, ","),
+		"sink="+sink, "name="+name, "namespace=bench", "ordering=ordered", "keyType=ByteArray",
+		"retry=3", "backoffPolicy=Exponential", "backoffDelayMs=500", "timeoutMs=300000").Output()
+	if err != nil {
+		return fmt.Errorf("dispatcher contract for %s: %w", name, err)
+	}
+	return os.WriteFile(filepath.Join(dir, "contract.json"), contract, 0o644)
 }
 
 // waitReady polls a readiness URL until it answers 200 (at most a minute).
