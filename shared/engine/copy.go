@@ -304,8 +304,13 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	settling := false
 	defer func() {
 		if !settling {
+			// The copy ended before it wrote anything (it could not open its producers or
+			// read the group's end offsets): nothing is in flight, its partitions are free.
 			c.commits.stop()
 			cancelWrites()
+			if c.bo.settled != nil {
+				c.bo.settled()
+			}
 		}
 	}()
 	defer func() {
