@@ -270,18 +270,18 @@ func recordSize(r *kgo.Record) int64 {
 func (c *copier) acked(st *partLedger, r *kgo.Record, err error) {
 	size := recordSize(r)
 	up, failed, sample, bad := st.confirm(r, size, err)
+	// The record counts as answered (pending) only once its outcome is recorded (the copy's
+	// error, its offset sync): a copy waiting for its records reads them as soon as the count
+	// reaches 0. Every answer counts, a bad one too: the record is out of the producer.
+	defer c.pending.Add(-1)
 	if bad != nil {
 		c.fail(bad)
+		c.inflight.release(size)
 		return
 	}
 	if sample && err == nil {
 		c.e.opts.Metrics.ReplicationLatency(st.ctx, st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
 	}
-
-	// The record counts as answered (pending) only once its outcome is recorded (the copy's
-	// error, its offset sync): a copy waiting for its records reads them as soon as the count
-	// reaches 0.
-	defer c.pending.Add(-1)
 	if failed == nil && c.firstAckNS.Load() == 0 { // not time.Now per record: it was 3% of a burst's CPU
 		c.firstAckNS.CompareAndSwap(0, time.Now().UnixNano()) // before the signal: it lifts bound
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,5 +262,40 @@ func TestPartitionFetchBudget(t *testing.T) {
 		if got := partitionFetchBudget(b); got != want {
 			t.Errorf("fetch %d: partition budget %d, want %d", b, got, want)
 		}
+	}
+}
+
+// TestFakeOutOfOrderAckReleasesItsRecord: an acknowledgement that is not for the oldest record
+// in flight fails the partition, and still counts its record as answered: its bytes leave the
+// in-flight bound (serve's copies share one) and the copy's count of records awaited drops, so
+// neither the other copies nor this copy's settle wait for a record that was answered.
+func TestFakeOutOfOrderAckReleasesItsRecord(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 2)
+	e := f.engine()
+	c := f.plannedCopier(e, TP{"orders", 0})
+	st := c.states[0]
+	sink := recordSink{c}
+	first := &kgo.Record{Topic: "orders", Offset: 0, Value: []byte("first")}
+	second := &kgo.Record{Topic: "orders", Offset: 1, Value: []byte("second record")}
+	sink.track(st, first, recordSize(first))
+	sink.track(st, second, recordSize(second))
+
+	c.acked(st, second, nil) // answered before the oldest in flight
+	if err := c.error(); err == nil || !strings.Contains(err.Error(), "not the oldest one in flight") {
+		t.Fatalf("copy error after an out-of-order acknowledgement: %v; want the partition failed", err)
+	}
+	if got, want := c.inflight.load(), recordSize(first); got != want {
+		t.Errorf("in-flight bytes after the second record was answered = %d, want %d (the first record's only)", got, want)
+	}
+	if got := c.pending.Load(); got != 1 {
+		t.Errorf("records awaited after the second record was answered = %d, want 1", got)
+	}
+	c.acked(st, first, nil)
+	if got := c.inflight.load(); got != 0 {
+		t.Errorf("in-flight bytes after both records were answered = %d, want 0", got)
+	}
+	if got := c.pending.Load(); got != 0 {
+		t.Errorf("records awaited after both records were answered = %d, want 0", got)
 	}
 }
