@@ -101,6 +101,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReadyTimeout bounds one Ready check, overriding the default of 5s.
 	ReadyTimeout time.Duration
+	// ReadyCacheTTL is how long /readyz answers the last Ready check without checking again,
+	// overriding the default of 2s: /readyz is open, and each check asks both clusters.
+	ReadyCacheTTL time.Duration
 	// Metrics, if set, answers GET /metrics (metrics.Recorder.Handler: Prometheus text).
 	Metrics http.Handler
 	// SenderAuth, when enabled, requires a valid OIDC bearer token on every event request
@@ -119,6 +122,7 @@ const (
 	DefaultReadTimeout       = 60 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultReadyTimeout      = 5 * time.Second
+	DefaultReadyCacheTTL     = 2 * time.Second
 )
 
 // withDefaults returns c with every zero field set to its default.
@@ -152,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.ReadyCacheTTL <= 0 {
+		c.ReadyCacheTTL = DefaultReadyCacheTTL
 	}
 	return c
 }
@@ -265,8 +272,11 @@ type server struct {
 	log *slog.Logger
 	h   Handler
 
-	readyMu   sync.Mutex
-	readyLast error // last readiness error logged, to log changes only
+	readyMu      sync.Mutex
+	readyState   string        // "" before the first check, "ready", or unreachable's text: logged at changes
+	readyErr     error         // the last check's outcome, answered until readyAt + ReadyCacheTTL
+	readyAt      time.Time     // when the last check ended
+	readyRunning chan struct{} // closed when the running check ends; nil when none runs
 }
 
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -279,25 +289,58 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "ready")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
-	defer cancel()
-	err := rd.Ready(ctx)
-	s.readyMu.Lock()
-	changed := (err == nil) != (s.readyLast == nil) || (err != nil && err.Error() != s.readyLast.Error())
-	s.readyLast = err
-	s.readyMu.Unlock()
-	if err != nil {
-		if changed {
-			s.log.Warn("not ready", "reason", oneLine(err.Error()))
-		}
+	if err := s.ready(r.Context(), rd); err != nil {
 		// The reason (bootstrap addresses, client ids) goes to the log only: /readyz is open.
 		writeText(w, http.StatusServiceUnavailable, "not ready: "+unreachable(err)+" (the function's log says why)")
 		return
 	}
-	if changed {
+	writeText(w, http.StatusOK, "ready")
+}
+
+// ready returns the last Ready check's outcome while it is younger than ReadyCacheTTL, else
+// checks again; concurrent GETs share one check. It logs changes of state only: ready, or which
+// cluster is unreachable (the error text of one cluster's refusals differs from one to the next).
+func (s *server) ready(ctx context.Context, rd Readier) error {
+	s.readyMu.Lock()
+	for s.readyRunning != nil && (s.readyAt.IsZero() || time.Since(s.readyAt) >= s.cfg.ReadyCacheTTL) {
+		running := s.readyRunning
+		s.readyMu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.readyMu.Lock()
+	}
+	if !s.readyAt.IsZero() && time.Since(s.readyAt) < s.cfg.ReadyCacheTTL {
+		err := s.readyErr
+		s.readyMu.Unlock()
+		return err
+	}
+	running := make(chan struct{})
+	s.readyRunning = running
+	s.readyMu.Unlock()
+
+	// The check is shared: it is bounded by ReadyTimeout, not by this request.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReadyTimeout)
+	err := rd.Ready(cctx)
+	cancel()
+	state := "ready"
+	if err != nil {
+		state = unreachable(err)
+	}
+
+	s.readyMu.Lock()
+	changed := state != s.readyState
+	s.readyState, s.readyErr, s.readyAt, s.readyRunning = state, err, time.Now(), nil
+	s.readyMu.Unlock()
+	close(running)
+	if changed && err != nil {
+		s.log.Warn("not ready", "reason", oneLine(err.Error()))
+	} else if changed {
 		s.log.Info("ready")
 	}
-	writeText(w, http.StatusOK, "ready")
+	return err
 }
 
 // recoverer turns a panic anywhere below it into a 500 with a one-line reason. Handler panics are

@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/mm2go/mm2go/test/testkit"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -320,5 +323,58 @@ func TestShutdownTimeoutCancelsHandlers(t *testing.T) {
 func TestAddrFromPort(t *testing.T) {
 	if AddrFromPort("") != ":8080" || AddrFromPort("9000") != ":9000" {
 		t.Fatal(AddrFromPort(""), AddrFromPort("9000"))
+	}
+}
+
+// countingReadier fails every Ready with a text that differs each time (as a client's dial
+// errors do: addresses, attempts), counting the calls.
+type countingReadier struct {
+	HandlerFunc
+	mu    sync.Mutex
+	calls int
+	fail  func(call int) error
+}
+
+func (c *countingReadier) Ready(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	return c.fail(c.calls)
+}
+
+// TestReadyzCachedAndLogsChangesOnly: /readyz is open, so GETs within the cache's life answer
+// the last check without asking the clusters again, and the log gets one line per change of
+// state (ready, or which cluster is unreachable), not one per refusal whose text differs.
+func TestReadyzCachedAndLogsChangesOnly(t *testing.T) {
+	r := &countingReadier{HandlerFunc: ok, fail: func(n int) error {
+		return fmt.Errorf("target cluster unreachable: dial tcp 10.0.0.%d:9092: connection refused", n)
+	}}
+	h := NewHTTPHandler(Config{ReadyCacheTTL: time.Hour}, quietLogger(), r)
+	for range 50 {
+		if code, body := do(h, httptest.NewRequest(http.MethodGet, "/readyz", nil)); code != http.StatusServiceUnavailable || strings.Contains(body, "10.0.0") {
+			t.Fatalf("/readyz: %d %q, want 503 without the error text", code, body)
+		}
+	}
+	if r.calls != 1 {
+		t.Errorf("50 GET /readyz within the cache's life asked the clusters %d times, want 1", r.calls)
+	}
+
+	var logs testkit.SyncBuffer
+	states := []error{nil, errors.New("source cluster unreachable: a"), errors.New("source cluster unreachable: b"), errors.New("source cluster unreachable: c"),
+		errors.New("target cluster unreachable: d"), errors.New("target cluster unreachable: e"), nil, nil}
+	r = &countingReadier{HandlerFunc: ok, fail: func(n int) error { return states[(n-1)%len(states)] }}
+	h = NewHTTPHandler(Config{ReadyCacheTTL: time.Nanosecond}, slog.New(slog.NewTextHandler(&logs, nil)), r)
+	for range states {
+		time.Sleep(time.Millisecond) // past the cache's life: every GET checks
+		do(h, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	}
+	if r.calls != len(states) {
+		t.Fatalf("%d checks for %d GETs past the cache's life, want one each", r.calls, len(states))
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d WARN lines for 2 changes to not ready (source, then target), want 2:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), `msg=ready`); n != 2 {
+		t.Errorf("%d 'ready' lines for 2 changes to ready, want 2:\n%s", n, logs.String())
 	}
 }
