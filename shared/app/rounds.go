@@ -149,6 +149,7 @@ func serveRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build f
 		return err
 	}
 	defer j.Close()
+	j.Gate().EventTypes = env.Config.BurstEventTypes
 	sc := serve.Config{Addr: serve.AddrFromPort(strconv.Itoa(env.Config.Port)), Metrics: env.Metrics.Handler(),
 		SenderAuth: env.Config.SenderAuth()}
 	return serve.Run(ctx, sc, env.Logger, round.Server[S](j))

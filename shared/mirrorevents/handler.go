@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -208,10 +207,7 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) protocol.Result {
 	if IsRecordEvent(e) {
 		return h.record(ctx, e)
 	}
-	// Without sender authentication an empty MM2_BURST_EVENT_TYPES means PingSource's type only:
-	// anyone who can reach the service could start bursts with any other type.
-	anyType := len(h.opts.BurstEventTypes) == 0 && serve.Authenticated(ctx)
-	if e.Type() == TypePing || anyType || slices.Contains(h.opts.BurstEventTypes, e.Type()) {
+	if serve.TriggerAllowed(ctx, e.Type(), h.opts.BurstEventTypes) {
 		return h.runBurst(ctx)
 	}
 	return cehttp.NewResult(http.StatusBadRequest, "event type %q is neither a KafkaSource record event (%s) nor a burst trigger (%s or MM2_BURST_EVENT_TYPES %v; an empty list means any type only with sender authentication)",
@@ -251,8 +247,14 @@ func (h *Handler) result(ctx context.Context, re RecordEvent, err error) protoco
 		return cehttp.NewResult(http.StatusBadRequest, "%s[%d]@%d: %v", re.Topic, re.Partition, re.Offset, err)
 	case ctx.Err() != nil:
 		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: copy not durable yet after the request's time budget (%v); retry", re.Topic, re.Partition, re.Offset, ctx.Err())
-	default:
+	case serve.Authenticated(ctx):
 		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: %v", re.Topic, re.Partition, re.Offset, err)
+	default:
+		// A cluster's error names addresses and client ids: the log has it, a sender anyone
+		// can be gets the class of the failure only.
+		h.log.Warn("record event not copied yet", "topic", serve.OneLine(re.Topic), "partition", re.Partition, "offset", re.Offset, "err", serve.OneLine(err.Error()))
+		return cehttp.NewResult(http.StatusServiceUnavailable, "%s[%d]@%d: not durable on the target yet, retry (the function's log says why; answers carry the reason to authenticated senders only)",
+			re.Topic, re.Partition, re.Offset)
 	}
 }
 

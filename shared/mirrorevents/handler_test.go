@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/serve"
+	"github.com/mm2go/mm2go/test/testkit"
 )
 
 // fakeCopier is a Copier over an in-memory "source" of end offsets and a "target" log.
@@ -247,7 +248,7 @@ func TestStatusCodes(t *testing.T) {
 	f.mu.Lock()
 	f.err = errors.New("target cluster unreachable: dial tcp: connection refused")
 	f.mu.Unlock()
-	if code, body := post(t, hh, kafkaEvent("orders", 0, 1)); code != 503 || !strings.Contains(body, "unreachable") {
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 1)); code != 503 || !strings.Contains(body, "not durable on the target yet, retry") {
 		t.Fatalf("target down: %d %s", code, body)
 	}
 	if code, body := post(t, hh, event.Event{}); code != 400 && code != 415 {
@@ -371,5 +372,48 @@ func TestStructuredModeRecordEvent(t *testing.T) {
 		if w.Code != tc.code {
 			t.Fatalf("offset %s: %d %s", tc.off, w.Code, w.Body.String())
 		}
+	}
+}
+
+// TestRecordAnswersKeepClusterErrorsFromStrangers: a record event that fails on a cluster error
+// (the copy, or the source lookup of a topic's partitions) is answered 503 with a generic reason
+// to an unauthenticated sender, the cluster's error (addresses, client ids) in the log only; an
+// authenticated sender gets the reason.
+func TestRecordAnswersKeepClusterErrorsFromStrangers(t *testing.T) {
+	const secret = "dial tcp 10.1.2.3:9093: client mm2go-target-pod-7"
+	for _, failing := range []string{"copy", "partition lookup"} {
+		t.Run(failing, func(t *testing.T) {
+			f := newFake()
+			f.ends[tp{"orders", 0}] = 5
+			var logs testkit.SyncBuffer
+			h, err := New(f, Options{}, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(h.Close)
+			srv := serve.NewHTTPHandler(h.ServeConfig(serve.Config{}), quiet(), h)
+			if failing == "copy" {
+				if code, body := post(t, srv, kafkaEvent("orders", 0, 0)); code != http.StatusOK {
+					t.Fatalf("first event: %d %q", code, body)
+				}
+				f.ends[tp{"orders", 0}] = 10
+			}
+			f.mu.Lock()
+			f.err = errors.New(secret)
+			f.mu.Unlock()
+			code, body := post(t, srv, kafkaEvent("orders", 0, 7))
+			if code != http.StatusServiceUnavailable || strings.Contains(body, "10.1.2.3") || strings.Contains(body, "mm2go-target") {
+				t.Errorf("unauthenticated sender, %s failing: answer %d %q, want 503 without the cluster's error", failing, code, body)
+			}
+			if !strings.Contains(logs.String(), secret) {
+				t.Errorf("the log lacks the cluster's error %q:\n%s", secret, logs.String())
+			}
+			authed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				srv.ServeHTTP(w, r.WithContext(serve.WithSender(r.Context())))
+			})
+			if code, body := post(t, authed, kafkaEvent("orders", 0, 7)); code != http.StatusServiceUnavailable || !strings.Contains(body, secret) {
+				t.Errorf("authenticated sender, %s failing: answer %d %q, want 503 with the cluster's error", failing, code, body)
+			}
+		})
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
+
+	"github.com/mm2go/mm2go/shared/serve"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,7 +23,7 @@ const (
 	// TypeKafkaEvent is the type KafkaSource gives a record that is not itself a CloudEvent.
 	TypeKafkaEvent = "dev.knative.kafka.event"
 	// TypePing is PingSource's event type; it runs a burst.
-	TypePing = "dev.knative.sources.ping"
+	TypePing = serve.TypePing
 
 	ExtPartition     = "knativekafkapartition"
 	ExtOffset        = "knativekafkaoffset"

@@ -61,7 +61,11 @@ type Gate struct {
 	// that fails with a Transient error is run again from its start after a wait, until it
 	// succeeds, fails for good, or the budget or the context ends.
 	RunBackoff, ServeBackoff cluster.Backoff
-	running                  chan struct{}
+	// EventTypes are the CloudEvent types that run a round under `serve` besides PingSource's
+	// (MM2_BURST_EVENT_TYPES); empty: any type, from authenticated senders only
+	// (serve.TriggerAllowed).
+	EventTypes []string
+	running    chan struct{}
 }
 
 // NewGate returns a Gate for the job called name; rec may be nil.
@@ -83,7 +87,9 @@ func retry[S any](ctx context.Context, g *Gate, b cluster.Backoff, round func(co
 
 // Handle runs round once and maps its outcome to an answer: 200 with the JSON summary; 503
 // with a one-line reason when a cluster is unavailable, the request ended or the failure is
-// transient (the sender retries); 500 otherwise.
+// transient (the sender retries); 500 otherwise. A sender whose token was not verified
+// (serve.Authenticated) gets neither the summary nor the error (addresses, client ids): only
+// the outcome, the error going to the log.
 func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S, error)) protocol.Result {
 	select {
 	case g.running <- struct{}{}:
@@ -95,10 +101,26 @@ func Handle[S any](ctx context.Context, g *Gate, round func(context.Context) (S,
 	if err != nil {
 		g.Metrics.Error(ctx, metrics.ErrorKind(err))
 	}
+	auth := serve.Authenticated(ctx)
+	if err != nil && !auth && g.Logger != nil {
+		g.Logger.Warn("round failed", "round", g.Name, "err", serve.OneLine(err.Error()))
+	}
 	var ue *UnavailableError
 	switch {
-	case err == nil:
+	case err == nil && auth:
 		return serve.JSON(http.StatusOK, sum)
+	case err == nil:
+		return serve.JSON(http.StatusOK, map[string]any{"round": g.Name, "done": true})
+	case !auth:
+		status, what := http.StatusInternalServerError, "failed"
+		switch {
+		case errors.As(err, &ue):
+			// Which side, as /readyz says it: no alias, address or error text.
+			status, what = http.StatusServiceUnavailable, "not done: the "+ue.Cluster+" cluster is unavailable, retry later"
+		case ctx.Err() != nil || Transient(err):
+			status, what = http.StatusServiceUnavailable, "not done, retry later"
+		}
+		return serve.Text(status, "%s round %s (the function's log says why; answers carry the reason to authenticated senders only)", g.Name, what)
 	case errors.As(err, &ue):
 		return serve.Text(http.StatusServiceUnavailable, "%v", err)
 	case ctx.Err() != nil:
@@ -141,15 +163,21 @@ type Job[S any] interface {
 	Close()
 }
 
-// Server returns the serve.Handler (and serve.Readier) of a periodic job: any CloudEvent (a
-// PingSource tick, a cron's request) runs one round (see Handle for the answers); concurrent
-// events wait for the running round.
+// Server returns the serve.Handler (and serve.Readier) of a periodic job: a CloudEvent of a
+// type that may start a run (serve.TriggerAllowed with the Gate's EventTypes: a PingSource
+// tick, a listed type) runs one round (see Handle for the answers), any other type is a 400;
+// concurrent events wait for the running round.
 func Server[S any](j Job[S]) serve.Handler { return server[S]{j} }
 
 type server[S any] struct{ j Job[S] }
 
 func (s server[S]) Ready(ctx context.Context) error { return s.j.Ready(ctx) }
 
-func (s server[S]) Handle(ctx context.Context, _ event.Event) protocol.Result {
-	return Handle(ctx, s.j.Gate(), s.j.Round)
+func (s server[S]) Handle(ctx context.Context, e event.Event) protocol.Result {
+	g := s.j.Gate()
+	if !serve.TriggerAllowed(ctx, e.Type(), g.EventTypes) {
+		return serve.Text(http.StatusBadRequest, "event type %q does not start a %s round (%s or MM2_BURST_EVENT_TYPES %v; an empty list means any type only with sender authentication)",
+			serve.OneLine(e.Type()), g.Name, serve.TypePing, g.EventTypes)
+	}
+	return Handle(ctx, g, s.j.Round)
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,8 @@ type summary struct {
 	Written int `json:"written"`
 }
 
+// TestHandleAnswers: the answers to an authenticated sender (TestServerAnswersStrangers has the
+// others).
 func TestHandleAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -54,7 +58,7 @@ func TestHandleAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewGate("heartbeat", nil)
 			g.ServeBackoff = fastBackoff
-			res := Handle(context.Background(), g, func(context.Context) (summary, error) { return summary{Written: 3}, tc.err })
+			res := Handle(serve.WithSender(context.Background()), g, func(context.Context) (summary, error) { return summary{Written: 3}, tc.err })
 			var r *serve.Reply
 			if !errors.As(res, &r) {
 				t.Fatalf("result %v is not a serve.Reply", res)
@@ -146,3 +150,73 @@ func TestOnceRetriesTransient(t *testing.T) {
 
 // errRunAgain stands for the caller's "run again later" (cli.ErrMoreToDo in shared/app).
 var errRunAgain = errors.New("run again later")
+
+type fakeJob struct {
+	g     *Gate
+	err   error
+	calls int
+}
+
+func (j *fakeJob) Ready(context.Context) error { return nil }
+func (j *fakeJob) Round(context.Context) (summary, error) {
+	j.calls++
+	return summary{Written: 3}, j.err
+}
+func (j *fakeJob) Gate() *Gate { return j.g }
+func (j *fakeJob) Close()      {}
+
+// TestServerAnswersStrangers: as the mirror's serve, a periodic job's serve runs a round for
+// PingSource's type and the types of Gate.EventTypes, for any other type only when the sender
+// is authenticated (and the list empty); an unauthenticated sender's answer carries neither the
+// round's summary nor a cluster's error (the log has it).
+func TestServerAnswersStrangers(t *testing.T) {
+	var logs bytes.Buffer
+	g := NewGate("checkpoint", nil)
+	g.ServeBackoff = fastBackoff
+	g.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	j := &fakeJob{g: g}
+	srv := serve.NewHTTPHandler(serve.Config{}, slog.New(slog.DiscardHandler), Server[summary](j))
+	post := func(typ string, authenticated bool) (int, string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/apis/v1/namespaces/ns/pingsources/p", "ce-type": typ} {
+			req.Header.Set(k, v)
+		}
+		if authenticated {
+			req = req.WithContext(serve.WithSender(req.Context()))
+		}
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	if code, body := post("com.example.other", false); code != http.StatusBadRequest || j.calls != 0 {
+		t.Errorf("unauthenticated event of another type: answer %d %q after %d rounds, want 400 and no round", code, body, j.calls)
+	}
+	if code, body := post(serve.TypePing, false); code != http.StatusOK || strings.Contains(body, "written") || j.calls != 1 {
+		t.Errorf("unauthenticated PingSource tick: answer %d %q after %d rounds, want 200 without the summary after one round", code, body, j.calls)
+	}
+	if code, body := post("com.example.other", true); code != http.StatusOK || !strings.Contains(body, `"written":3`) {
+		t.Errorf("authenticated event of another type: answer %d %q, want 200 with the summary", code, body)
+	}
+	g.EventTypes = []string{"com.example.tick"}
+	if code, body := post("com.example.tick", false); code != http.StatusOK {
+		t.Errorf("unauthenticated event of a listed type: answer %d %q, want 200", code, body)
+	}
+	if code, body := post("com.example.other", true); code != http.StatusBadRequest {
+		t.Errorf("authenticated event of a type not listed: answer %d %q, want 400", code, body)
+	}
+	const secret = "dial tcp 10.1.2.3:9093"
+	for _, err := range []error{&UnavailableError{Cluster: "target", Alias: "backup", Err: errors.New(secret)}, fmt.Errorf("%s: %w", secret, kerr.TopicAuthorizationFailed)} {
+		j.err = err
+		logs.Reset()
+		if code, body := post(serve.TypePing, false); code < 500 || strings.Contains(body, secret) {
+			t.Errorf("unauthenticated tick, round failing with %v: answer %d %q, want 5xx without the cluster's error", err, code, body)
+		}
+		if !strings.Contains(logs.String(), secret) {
+			t.Errorf("the log lacks the round's error %q: %s", secret, logs.String())
+		}
+		if code, body := post(serve.TypePing, true); code < 500 || !strings.Contains(body, secret) {
+			t.Errorf("authenticated tick, round failing with %v: answer %d %q, want 5xx with the error", err, code, body)
+		}
+	}
+}
