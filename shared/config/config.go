@@ -117,6 +117,7 @@ type Config struct {
 	ServeOIDCCAFile          string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
 	ServeOIDCIssuerTokenFile string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests, for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
 	ConfigFile               string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	AutomaticConfigProviders string   `envconfig:"MM2_AUTOMATIC_CONFIG_PROVIDERS" scope:"env" defaultdoc:"unset: every provider" desc:"config provider classes the MM2 properties file may use, comma separated, as Kafka's system property org.apache.kafka.automatic.config.providers: e.g. org.apache.kafka.common.config.provider.FileConfigProvider; none (or empty) forbids them all, so ${...} references stay as written; a config.providers.<name>.class not listed is an error"`
 	Flow                     string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }
 

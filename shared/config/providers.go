@@ -38,6 +38,11 @@ type provider struct {
 
 // providers holds the config providers of one properties file and caches
 // what they read.
+// EnvAutomaticConfigProviders is the process-level switch of Kafka's system property
+// org.apache.kafka.automatic.config.providers: unset, every provider a properties file declares
+// is available; set, only the provider classes it lists (comma separated; "none" lists none).
+const EnvAutomaticConfigProviders = "MM2_AUTOMATIC_CONFIG_PROVIDERS"
+
 type providers struct {
 	byName    map[string]*provider
 	lookupEnv func(string) (string, bool)
@@ -60,11 +65,18 @@ type resolvedRef struct{ ref, value string }
 // the providers up. "env" (every variable of the process, credentials
 // included) and "dir" must be declared. Every file provider reads absolute
 // paths only, files of at most maxProviderFileBytes.
+//
+// MM2_AUTOMATIC_CONFIG_PROVIDERS, when set, lists the provider classes allowed, as Kafka's
+// system property does: a declared provider of another class is an error, and the undeclared
+// "file" provider exists only if FileConfigProvider is listed.
 func newProviders(props map[string]string, used map[string]bool, lookupEnv func(string) (string, bool), logger *slog.Logger) (*providers, error) {
 	p := &providers{byName: map[string]*provider{}, lookupEnv: lookupEnv, files: map[string]map[string]string{}, logger: logger}
+	allowed := automaticProviders(lookupEnv)
 	names, declared := props["config.providers"]
 	if !declared {
-		p.byName["file"] = &provider{kind: providerFile}
+		if allowed == nil || allowed[providerFile] {
+			p.byName["file"] = &provider{kind: providerFile}
+		}
 		return p, nil
 	}
 	used["config.providers"] = true
@@ -75,15 +87,11 @@ func newProviders(props map[string]string, used map[string]bool, lookupEnv func(
 		}
 		prefix := "config.providers." + name + "."
 		class := strings.TrimSpace(props[prefix+"class"])
-		var kind providerKind
-		switch class {
-		case fileProviderClass, "FileConfigProvider":
-			kind = providerFile
-		case envProviderClass, "EnvVarConfigProvider":
-			kind = providerEnv
-		case dirProviderClass, "DirectoryConfigProvider":
-			kind = providerDir
-		default:
+		kind := providerKindOf(class)
+		if allowed != nil && !allowed[kind] {
+			return nil, fmt.Errorf("%sclass: %s is not allowed: %s lists the provider classes allowed (%q)", prefix, class, EnvAutomaticConfigProviders, allowedList(lookupEnv))
+		}
+		if kind == 0 {
 			logger.Warn("config provider not supported; its ${...} references stay unresolved", "provider", name, "class", class)
 			continue
 		}
@@ -114,6 +122,40 @@ func newProviders(props map[string]string, used map[string]bool, lookupEnv func(
 		}
 	}
 	return p, nil
+}
+
+// providerKindOf returns the provider a class name (full or simple) names, 0 for another class.
+func providerKindOf(class string) providerKind {
+	switch class {
+	case fileProviderClass, "FileConfigProvider":
+		return providerFile
+	case envProviderClass, "EnvVarConfigProvider":
+		return providerEnv
+	case dirProviderClass, "DirectoryConfigProvider":
+		return providerDir
+	}
+	return 0
+}
+
+// automaticProviders returns the providers MM2_AUTOMATIC_CONFIG_PROVIDERS allows, nil when it
+// is unset (all of them). Entries naming no supported class ("none") allow nothing.
+func automaticProviders(lookupEnv func(string) (string, bool)) map[providerKind]bool {
+	v, set := lookupEnv(EnvAutomaticConfigProviders)
+	if !set {
+		return nil
+	}
+	allowed := map[providerKind]bool{}
+	for _, c := range strings.Split(v, ",") {
+		if k := providerKindOf(strings.TrimSpace(c)); k != 0 {
+			allowed[k] = true
+		}
+	}
+	return allowed
+}
+
+func allowedList(lookupEnv func(string) (string, bool)) string {
+	v, _ := lookupEnv(EnvAutomaticConfigProviders)
+	return v
 }
 
 // resolve replaces every ${provider:[path:]key} in v whose provider and key

@@ -62,3 +62,54 @@ func TestProvidersRestricted(t *testing.T) {
 		t.Errorf("provider file over 1 MiB: %v, want it refused", err)
 	}
 }
+
+// TestAutomaticConfigProviders: MM2_AUTOMATIC_CONFIG_PROVIDERS is Kafka's system property
+// org.apache.kafka.automatic.config.providers: unset, every provider is available (and mm2go's
+// undeclared "file"); set, only the provider classes it lists, comma separated ("none", or any
+// value naming no class, forbids them all). A declared provider whose class is not listed is a
+// configuration error naming the setting and the class; the undeclared "file" provider exists
+// only when FileConfigProvider is listed, else a reference stays as written.
+func TestAutomaticConfigProviders(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "access.properties"), "SRC=s:9092\n")
+	const flow = "clusters=A,B\nA->B.enabled=true\nB.bootstrap.servers=b:9092\n"
+	ref := "A.bootstrap.servers=${file:" + dir + "/access.properties:SRC}\n"
+	declared := "config.providers=file\nconfig.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n"
+	load := func(t *testing.T, allowed *string, content string) (*Config, error) {
+		t.Helper()
+		path := filepath.Join(dir, "mm2.properties")
+		writeFile(t, path, content)
+		vars := map[string]string{"MM2_CONFIG_FILE": path}
+		if allowed != nil {
+			vars[EnvAutomaticConfigProviders] = *allowed
+		}
+		return Load(env(vars), nil)
+	}
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name    string
+		allowed *string
+		content string
+		want    string // bootstrap servers of A, or "" for an error
+		err     string
+	}{
+		{"unset, undeclared file", nil, flow + ref, "s:9092", ""},
+		{"unset, declared file", nil, declared + flow + ref, "s:9092", ""},
+		{"none, undeclared file", str("none"), flow + ref, "", "${file:"},
+		{"empty, undeclared file", str(""), flow + ref, "", "${file:"},
+		{"none, declared file", str("none"), declared + flow + ref, "", EnvAutomaticConfigProviders},
+		{"env only, declared file", str("org.apache.kafka.common.config.provider.EnvVarConfigProvider"), declared + flow + ref, "", "org.apache.kafka.common.config.provider.FileConfigProvider is not allowed"},
+		{"file listed, undeclared file", str(" org.apache.kafka.common.config.provider.EnvVarConfigProvider , org.apache.kafka.common.config.provider.FileConfigProvider"), flow + ref, "s:9092", ""},
+		{"file listed, declared file", str("org.apache.kafka.common.config.provider.FileConfigProvider"), declared + flow + ref, "s:9092", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := load(t, tc.allowed, tc.content)
+			switch {
+			case tc.want != "" && (err != nil || strings.Join(cfg.Source.BootstrapServers, ",") != tc.want):
+				t.Errorf("got %v (%v), want A's bootstrap servers %q", cfg, err, tc.want)
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("got error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
