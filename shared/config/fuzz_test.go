@@ -61,7 +61,12 @@ func FuzzProviders(f *testing.F) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, v string) {
 		v = strings.NewReplacer("ALLOWED", allowed, "OUTSIDE", outside).Replace(v)
-		p, err := newProviders(props, map[string]bool{}, func(k string) (string, bool) { return "env-" + k, true }, logger)
+		p, err := newProviders(props, map[string]bool{}, func(k string) (string, bool) {
+			if k == EnvAutomaticConfigProviders {
+				return "", false // every provider class allowed
+			}
+			return "env-" + k, true
+		}, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
