@@ -570,7 +570,12 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 		// Say why when the JVM ran out of heap (tuned MM2 on a large backlog: eight tasks,
 		// each with a 128 MB producer buffer and 50 MB fetches, in a 1 GB heap).
 		if log, rerr := os.ReadFile(logFile.Name()); rerr == nil && strings.Contains(string(log), "java.lang.OutOfMemoryError") {
-			err = fmt.Errorf("%w (its log, %s, has java.lang.OutOfMemoryError: Java heap space; tasks that hit it are killed and not restarted)", err, logFile.Name())
+			// The results name the log below the bench's state directory, not this machine's path.
+			rel, relErr := filepath.Rel(h.home, logFile.Name())
+			if relErr != nil {
+				rel = filepath.Base(logFile.Name())
+			}
+			err = fmt.Errorf("%w (its log, %s in the bench's state directory, has java.lang.OutOfMemoryError: Java heap space; tasks that hit it are killed and not restarted)", err, rel)
 		}
 	}
 	return c, err

@@ -32,7 +32,7 @@ func serveUnsupported(w workload) string {
 	if w.Compression == "lz4" {
 		// Seen here: the dispatcher's consumer fails every fetch with
 		// ClassNotFoundException: net.jpountz.lz4.LZ4JavaSafeCompressor.
-		return "the genuine dispatcher build here (../shared/knative-dispatcher/dispatcher-loom.jar, a minimised jar) lacks lz4-java's LZ4JavaSafeCompressor class, so it cannot read lz4 batches"
+		return "the Knative dispatcher build the bench runs (a minimised jar) lacks lz4-java's LZ4JavaSafeCompressor class, so it cannot read lz4 batches"
 	}
 	return ""
 }
@@ -345,7 +345,7 @@ func contenderSettings() []contenderSetting {
 		{nameMM2Tuned, "as MM2, plus " + strings.ReplaceAll(strings.TrimSpace(mm2Tuning), "\n", ", ") + "; JVM -Xms1g -Xmx1g (KAFKA_HEAP_OPTS=-Xmx1g -Xms1g)."},
 		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (batches forwarded whole where the target producer writes their codec, 8 MiB in flight over up to 16 partitions down to 2 MiB over 64 or more, fetches of 512 KiB growing by 4 KiB per partition over 128 up to 4 MiB, scaled by compression, target producer linger 5 ms, acks=all, idempotent; soft memory limit 40 MiB), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's."},
 		{nameBaseline, "as mirror run, built from the -baseline revision (the report's machine line names its commit): a before/after comparison of two builds, interleaved round by round on the same brokers."},
-		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer, as before session 9."},
+		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer."},
 		{nameRoomy, "as mirror run, with the memory the raw copy takes spent on larger budgets: " + strings.Join(roomyEnv, ", ") + "."},
 		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
 		{nameServe, "`mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (ordered, key type byte-array, knative/kafkasource.yaml's delivery settings); times from the dispatcher's launch (the function ready first); CPU and RSS are the function's only."},
