@@ -108,6 +108,10 @@ type Summary struct {
 	// Gaps are the source records lost to the flow that this burst found and copied around
 	// (deleted before they were mirrored, or a recreated topic); see Gap.
 	Gaps []Gap `json:"gaps,omitempty"`
+	// GivenUp names the partitions ("topic-partition") the copy gave up before their end, each
+	// with why: an exactly-once partition another instance took over ("fenced: ..."), or whose
+	// commit could not be settled ("not settled: ..."). Their records left count in Lag.
+	GivenUp map[string]string `json:"given_up,omitempty"`
 
 	parts []partResult // per partition, for the calls sharing a copy
 }
@@ -521,6 +525,12 @@ func (br *burstRunner) finishSummary(start time.Time, parts []partResult, reason
 			ts = &TopicSummary{Remote: p.remote}
 			s.Topics[p.tp.Topic] = ts
 		}
+		if p.gaveUp != "" {
+			if s.GivenUp == nil {
+				s.GivenUp = map[string]string{}
+			}
+			s.GivenUp[p.tp.String()] = p.gaveUp
+		}
 		ts.Records += p.records
 		ts.Bytes += p.bytes
 		ts.Lag += p.lag
@@ -542,4 +552,5 @@ type partResult struct {
 	records, bytes int64
 	lag            int64
 	next           int64 // next source offset to copy as stored; -1 unknown
+	gaveUp         string
 }

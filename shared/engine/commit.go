@@ -14,7 +14,7 @@ const (
 )
 
 // txnMaxBytes: an exactly-once cycle is also due as soon as one partition's open transaction
-// holds this many bytes (the exactly-once loop's old chunk), so a SIGKILL costs a narrow flow
+// holds this many bytes, so a SIGKILL costs a narrow flow
 // at most about this much of a partition's work, as before, rather than up to
 // positionFlushBytes of all of them. Without it, TestMirrorSIGKILL's exactly-once runs (2
 // partitions, killed once 5 MB reached the target) were killed before their first commit:
@@ -23,7 +23,7 @@ const txnMaxBytes = 2 << 20
 
 // commitReason is why a copy stores its positions (a committer cycle, committer.commit). In an
 // exactly-once copy a cycle ends the partitions' transactions, each with its position inside
-// it (txnSink.commit), and the offset syncs of their records follow the commit.
+// it (eosCommitter.cycle), and the offset syncs of their records follow the commit.
 type commitReason int
 
 const (

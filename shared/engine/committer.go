@@ -21,13 +21,11 @@ import (
 // The fetch loop never waits for a cycle: request only asks for one (requests that arrive
 // while a cycle runs make one more cycle, whose snapshot covers them all), so a slow offsets
 // topic holds up positions, never copying, and at most one cycle's positions are in flight.
-// Revoke, settle and finish wait for their cycle (commit, finish) and nothing else. Exactly-once
-// is the exception: its cycle ends the partitions' transactions (txnSink.commit), and since a
-// partition's producer holds one transaction at a time, its fetch loop waits for its start and
-// tick cycles (commit) before it writes on.
+// Revoke, settle and finish wait for their cycle (commit, finish) and nothing else. An
+// exactly-once copy has a committer of its own (eosCommitter, eos.go).
 //
 // Ownership: e, offsets, syncs, fail, ledgers and the channels are set at construction, prod
-// and txn by copier.open before start, cancel by start before the goroutine exists; then
+// by copier.open before start, cancel by start before the goroutine exists; then
 // read-only. Everything a cycle does runs on the goroutine, so cycles need no lock: the
 // requests are the channels (kick, reqs), syncsDue and pending are atomic, and the ledgers'
 // own locks guard their snapshots (the ledger list is read under copier.mu).
@@ -39,13 +37,9 @@ type committer struct {
 	// committer must not Flush: it waits for its own positions, pending).
 	prod *kgo.Client
 	// fail records the copy's first error; ledgers returns the ledgers to commit. Each cycle
-	// also reports the copy's metrics (reportMetrics).
+	// also reports the copy's metrics (reportCopyMetrics).
 	fail    func(error)
 	ledgers func() []*partLedger
-	// txn (exactly-once) is the copy's transactional sink: a cycle ends the partitions'
-	// transactions with their positions inside them instead of producing positions on prod.
-	// Set by copier.open before start, then read-only.
-	txn *txnSink
 
 	// kick asks for a cycle without waiting for it (one slot: requests coalesce); syncsDue
 	// says a tick among them asked for the pending offset syncs too.
@@ -67,6 +61,20 @@ type commitRequest struct {
 	ctx  context.Context
 	why  commitReason
 	done chan error
+}
+
+// commitDriver is what a copy asks of its committer: committer (at-least-once: positions on a
+// producer of their own, cycles on its goroutine that the fetch loop never waits for) or
+// eosCommitter (exactly-once: a cycle ends the partitions' transactions, and the loop waits for
+// its start and tick cycles). request asks for a cycle (commitStart, commitTick), commit runs
+// one and waits within ctx (commitRevoke, commitSettle), finish is the last; start and stop
+// run and end the committer's goroutine.
+type commitDriver interface {
+	start(ctx context.Context)
+	stop()
+	request(why commitReason)
+	commit(ctx context.Context, why commitReason) error
+	finish(ctx context.Context)
 }
 
 // errCommitterStopped answers a cycle asked for after the copy's committer stopped.
@@ -161,7 +169,7 @@ func (k *committer) serve(ctx context.Context, r commitRequest) error {
 		return err // the caller gave up before its turn
 	}
 	if r.why != commitFinish {
-		return k.cycle(ctx, wctx, r.why == commitTick) // a tick waited for (exactly-once) sends the syncs too
+		return k.cycle(ctx, wctx, false)
 	}
 	if _, err := k.offsets.wait(wctx); err != nil {
 		k.fail(fmt.Errorf("positions not stored: waiting for the offsets topic: %w", err))
@@ -182,19 +190,7 @@ func (k *committer) serve(ctx context.Context, r commitRequest) error {
 func (k *committer) cycle(ctx, wait context.Context, syncs bool) error {
 	ledgers := k.ledgers()
 	parts, ok := k.offsets.ready()
-	if k.txn != nil {
-		// Exactly-once: the cycle ends the partitions' transactions, with their positions
-		// inside them, and waits for them (within wait). The fetch loop waits for its cycles,
-		// so no partition is written while its transaction ends. What they committed is
-		// copied: the metrics follow.
-		if ok {
-			k.txn.commit(ctx, wait, ledgers, parts)
-		}
-		k.reportMetrics(ctx, ledgers)
-		k.sendSyncs(ctx, syncs)
-		return nil
-	}
-	k.reportMetrics(ctx, ledgers)
+	reportCopyMetrics(ctx, k.e.opts.Metrics, ledgers)
 	if ok {
 		for _, st := range ledgers {
 			if prev, pos, moved := st.commitPos(); moved {

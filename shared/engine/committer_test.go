@@ -165,7 +165,7 @@ func TestFakeCommitterEndsWithItsCopy(t *testing.T) {
 	ctx := context.Background()
 	c := f.plannedCopier(e, TP{"orders", 0}, TP{"orders", 1})
 	select {
-	case <-c.commits.stopped:
+	case <-c.alo.stopped:
 		t.Fatal("the committer's goroutine ended before the copy started it")
 	default:
 	}
@@ -174,7 +174,7 @@ func TestFakeCommitterEndsWithItsCopy(t *testing.T) {
 		t.Fatalf("copy: %+v, %v; want 100 records", s, err)
 	}
 	select {
-	case <-c.commits.stopped:
+	case <-c.alo.stopped:
 	default:
 		t.Fatal("the committer's goroutine still runs after its copy returned")
 	}
@@ -222,7 +222,7 @@ func TestFakeCommitterSettlesAfterItsCopy(t *testing.T) {
 	var c *copier
 	c = newCopier(e, BurstOptions{Grace: time.Millisecond, settled: func() {
 		select {
-		case <-c.commits.stopped:
+		case <-c.alo.stopped:
 			settled <- true
 		default:
 			settled <- false

@@ -99,9 +99,9 @@ const maxBufferedRecords = 1 << 17
 // copier is one copy (a burst, a shared event-driven copy, or a payload write): a source
 // consumer over all partitions with work, one idempotent target producer for the records, a
 // ledger per partition (partLedger) and the committer of positions and offset syncs
-// (committer, with its own producer). An exactly-once copy runs the same loop with a
-// transactional sink instead of the producers (txn: a transactional producer per partition,
-// positions inside the transactions; eosCopier).
+// (committer, with its own producer). An exactly-once copy runs the same loop with an
+// eosCommitter as its sink, committer and fetch gate (gate: transactional producers for the
+// partitions it admits, positions inside the transactions; eosCopier).
 //
 // Ownership of its mutable state, by the goroutines that touch it: the fetch loop (copyLoop,
 // produce), franz-go's promise goroutine (partLedger.ack), group callbacks (assign, revoke:
@@ -109,8 +109,8 @@ const maxBufferedRecords = 1 << 17
 // the loop, revoke, finish and settle only ask for them).
 //   - set before the copy starts, then read-only: e, bo, offsets, syncs, remote, prod,
 //     commits, reuse, pool, budget, wide, inflight, writeCtx, forward (the forwarder
-//     keeps a budget of its own), txn (exactly-once: the transactional sink, whose own
-//     ownership rules are in txnSink's comment);
+//     keeps a budget of its own), sink and gate (exactly-once: the eosCommitter, whose own
+//     ownership rules are in its comment);
 //   - mu: states, byTP, active, assigned, closing, and each partLedger's done;
 //   - partLedger.mu: the rest of a partition's ledger (see partLedger), including next, where
 //     the forwarder hands a partition over;
@@ -147,21 +147,26 @@ type copier struct {
 	writeCtx context.Context
 
 	prod *kgo.Client // replicated records
-	// sink writes the records (recordSink on prod, or txn); the forwarder has its own (batchSink).
+	// sink writes the records (recordSink on prod, or an exactly-once copy's eosCommitter,
+	// set before open); the forwarder has its own (batchSink).
 	sink sink
-	// txn is the transactional sink of an exactly-once copy (nil otherwise), set before the
-	// copy starts; txnBytes counts the bytes its open transactions hold (acknowledged or not,
-	// not yet committed), which commitPolicy counts as written.
-	txn      *txnSink
+	// gate, if not nil, decides which partitions the source consumer fetches (exactly-once:
+	// those holding a transactional producer; fetchGate).
+	gate fetchGate
+	// txnBytes counts the bytes an exactly-once copy's open transactions hold (acknowledged or
+	// not, not yet committed), which commitPolicy counts as written; txnAcked says a record was
+	// acknowledged inside a transaction (it lifts the start bound).
 	txnBytes atomic.Int64
-	txnAcked atomic.Bool // a record was acknowledged inside a transaction (lifts the start bound)
+	txnAcked atomic.Bool
 
 	// reuse: prod (and the committer's) are the engine's (CopyPartition), shared with
 	// concurrent calls; this copier waits for its own records (pending) instead of flushing them.
 	reuse   bool
 	pending zeroCount
-	// commits writes positions and offset syncs (committer.go).
-	commits *committer
+	// commits writes positions and offset syncs: alo (committer.go), or an exactly-once copy's
+	// eosCommitter.
+	commits commitDriver
+	alo     *committer
 
 	pool  *fetchPool
 	early *kgo.Client // source consumer started while the topics were prepared, until used
@@ -204,11 +209,12 @@ func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic,
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
 		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy()}
-	c.commits = newCommitter(e, offsets, syncs, c.fail, func() []*partLedger {
+	c.alo = newCommitter(e, offsets, syncs, c.fail, func() []*partLedger {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.states // appended only: the ledgers below its length never change
 	})
+	c.commits = c.alo
 	for _, w := range works {
 		st := c.newState(w)
 		c.states = append(c.states, st)
@@ -333,12 +339,8 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once (exactly-once: before the
-	// loop writes into the partitions' transactions; see copyLoop).
-	if c.txn == nil {
-		c.commits.request(commitStart)
-	} else if err := c.commits.commit(writeCtx, commitStart); err != nil {
-		c.fail(err)
-	}
+	// loop writes into the partitions' transactions).
+	c.commits.request(commitStart)
 
 	reason := ReasonDone
 	if c.forward && c.active > 0 {
@@ -347,13 +349,21 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	var cons *kgo.Client
 	if reason == ReasonDone && (c.bo.Group != "" || c.active > 0) {
 		offs := c.startOffsets() // after forwarding: what it handed over
-		if c.early != nil {
+		if c.gate != nil {
+			offs, err = c.gate.admit(ctx, offs)
+		}
+		switch {
+		case err != nil:
+			err = fmt.Errorf("readying partitions to copy: %w", err)
+		case c.early != nil:
 			cons, c.early = c.early, nil // started while the topics were prepared
-		} else {
-			cons, err = c.consumer(ctx, offs)
+		default:
+			if cons, err = c.consumer(ctx, offs); err != nil {
+				err = fmt.Errorf("connecting source consumer: %w", err)
+			}
 		}
 		if err != nil {
-			c.fail(fmt.Errorf("connecting source consumer: %w", err))
+			c.fail(err)
 			reason = ReasonFailed
 		} else {
 			reason = c.copyLoop(ctx, start, cons)
@@ -579,13 +589,11 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	e := c.e
 	closeProducers = func() {}
 	switch {
-	case c.txn != nil:
-		// Exactly-once: records and positions go through the partitions' transactional
-		// producers (initialized while fencing, before planning).
-		c.commits.txn = c.txn
-		closeProducers = c.txn.close
+	case c.sink != nil:
+		// Exactly-once: the eosCommitter writes records and positions through transactional
+		// producers of its own, and closes them when it stops.
 	case c.reuse:
-		if c.prod, c.commits.prod, err = e.reuse.producers(ctx); err != nil {
+		if c.prod, c.alo.prod, err = e.reuse.producers(ctx); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 	default:
@@ -594,18 +602,18 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 		} else if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
-		if c.commits.prod, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
+		if c.alo.prod, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
 			c.prod.Close()
 			return nil, fmt.Errorf("connecting target producer: %w", err)
 		}
 		closeProducers = func() {
 			c.prod.Close()
-			c.commits.prod.Close()
+			c.alo.prod.Close()
 		}
 	}
-	c.writeCtx, c.sink = writeCtx, recordSink{c}
-	if c.txn != nil {
-		c.sink = c.txn
+	c.writeCtx = writeCtx
+	if c.sink == nil {
+		c.sink = recordSink{c}
 	}
 	c.commits.start(writeCtx) // until the copy's writes are settled (settle stops it)
 	for _, st := range c.states {
@@ -913,8 +921,8 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 	}
 	lastProgress := time.Now()
 	var stall stallWatch
-	if c.txn != nil {
-		c.txn.cons = cons // a partition given up is paused
+	if c.gate != nil {
+		c.gate.attach(cons)
 	}
 	for {
 		if group {
@@ -957,6 +965,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			c.mu.Lock()
 			waiting := group && !c.assigned
 			c.mu.Unlock()
+			waiting = waiting || (c.gate != nil && c.gate.waiting())
 			if waiting {
 				stall.progress()
 			} else if stall.empty(stopCtx, c.sourceAnswers) {
@@ -1008,7 +1017,7 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 				}
 			}
 			ended := (cut > 0 && recs[cut-1].Offset >= st.w.end-1) || (cut < len(recs) && recs[cut].Offset >= st.w.end)
-			n, err := c.sink.write(stopCtx, st, sinkInput{recs: recs[:cut]})
+			n, err := c.sink.write(stopCtx, st, sinkInput{recs: recs[:cut], ended: ended})
 			c.produced += n
 			if err != nil {
 				stop = true
@@ -1031,13 +1040,9 @@ func (c *copier) copyLoop(ctx context.Context, start time.Time, cons *kgo.Client
 			break
 		}
 		if c.policy.due(c.bytes.Load() + c.txnBytes.Load()) {
-			if c.txn == nil {
-				c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
-			} else if err := c.commits.commit(context.WithoutCancel(ctx), commitTick); err != nil {
-				// Exactly-once: a partition's producer holds one transaction at a time, so the
-				// loop writes on once the cycle has ended them.
-				c.fail(err)
-			}
+			// At-least-once never waits (the committer's goroutine runs the cycle); exactly-once
+			// waits for the transactions to end (a producer holds one at a time).
+			c.commits.request(commitTick)
 		}
 		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
 			lastProgress = time.Now()
@@ -1196,7 +1201,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		if c.bo.Group != "" && held[st.w.tp] != st {
 			lag = 0 // revoked before this member left: the group handed it to another
 		}
-		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: lag, next: next})
+		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: lag, next: next, gaveUp: st.gaveUp})
 		st.mu.Unlock()
 	}
 	err := c.error()

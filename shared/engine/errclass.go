@@ -38,6 +38,14 @@ const (
 	// gives the partition up instead (its records are left as lag, the position stays at what
 	// the target committed).
 	errFenced
+	// errEpoch: the producer's epoch or transaction state was refused (INVALID_PRODUCER_EPOCH,
+	// INVALID_TXN_STATE). A newer producer of the transactional id may have fenced this one
+	// (a coordinator with transactions V2 answers INVALID_TXN_STATE to a fenced producer's
+	// commit), or not: a stale epoch of this producer's own (transactions V2 bump it at every
+	// commit), or a bug of ours. The exactly-once copy asks the coordinator who holds the id
+	// (eosCommitter.takenOver) and gives the partition up only to another producer; otherwise
+	// the transaction is settled and written again.
+	errEpoch
 )
 
 func (c errClass) String() string {
@@ -50,18 +58,20 @@ func (c errClass) String() string {
 		return "outcome unknown"
 	case errFenced:
 		return "fenced"
+	case errEpoch:
+		return "epoch refused"
 	}
 	return "fatal"
 }
 
 // classify sorts err into its errClass. Kafka errors follow the protocol's own flag (kerr's
 // Retriable), except that a broker's REQUEST_TIMED_OUT and NETWORK_EXCEPTION and franz-go's
-// record timeout leave the outcome unknown, and a fenced producer is errFenced: PRODUCER_FENCED,
-// INVALID_PRODUCER_EPOCH, and INVALID_TXN_STATE, which a coordinator with transactions V2
-// (KIP-890) answers to the EndTxn(commit) of a producer whose transaction a newer producer's
-// InitProducerId aborted (fencing bumped the epoch by one, so the old epoch's EndTxn looks
-// like a retry of that abort; the state CompleteAbort or PrepareAbort refuses a commit), and
-// which means on a commit that the transaction did not commit. Network errors
+// record timeout leave the outcome unknown, PRODUCER_FENCED is errFenced (a newer producer
+// initialized), and INVALID_PRODUCER_EPOCH and INVALID_TXN_STATE are errEpoch: a coordinator
+// with transactions V2 (KIP-890) answers INVALID_TXN_STATE to the EndTxn(commit) of a producer
+// whose transaction a newer producer's InitProducerId aborted (fencing bumped the epoch by
+// one, so the old epoch's EndTxn looks like a retry of that abort), but the same errors also
+// come from a producer's own stale epoch or a bug, where nobody took anything over. Network errors
 // follow cluster.Retriable, settings mistakes (TLS, a SASL mismatch) being fatal; a refused
 // connection never reached the broker (retriable), a connection lost mid-request may have
 // (outcome unknown). Other client-side errors (a broker not yet in the metadata) are
@@ -80,9 +90,10 @@ func classify(err error) errClass {
 		return errOutcomeUnknown
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return errFatal
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
-		errors.Is(err, kerr.InvalidTxnState):
+	case errors.Is(err, kerr.ProducerFenced):
 		return errFenced
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.InvalidTxnState):
+		return errEpoch
 	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NetworkException),
 		errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded):

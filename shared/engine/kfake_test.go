@@ -694,7 +694,7 @@ func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
 	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
 		t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
 	}
-	if retries := f.logs.count("exactly-once copy: retriable error; copying again from the stored position"); drops != 3 || retries == 0 {
+	if retries := f.logs.count("exactly-once commit not settled; fencing it and reading the stored position back"); drops != 3 || retries == 0 {
 		t.Fatalf("%d commits dropped; log:\n%s", drops, strings.Join(f.logs.lines, "\n"))
 	}
 	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))

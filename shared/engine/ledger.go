@@ -46,6 +46,11 @@ type partLedger struct {
 	next int64
 
 	done bool // fetch side only: reached the end
+
+	// gaveUp says why the copy gave the partition up before its end ("" it did not), under mu:
+	// an exactly-once partition another instance took over, or whose commit could not be
+	// settled. Summary.GivenUp reports it.
+	gaveUp string
 }
 
 // inflightRec is a record handed to the producer: the record itself (to check that the

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/metrics"
 )
 
 // Metrics hooks (Options.Metrics, a nil-safe *metrics.Recorder). They run once per fetched
@@ -32,10 +34,9 @@ func (c *copier) observeFetch(st *partLedger, recs []*kgo.Record) {
 	}
 }
 
-// reportMetrics adds the records and bytes acknowledged since the last report and sets the
-// lag of every partition.
-func (k *committer) reportMetrics(ctx context.Context, states []*partLedger) {
-	m := k.e.opts.Metrics
+// reportCopyMetrics adds the records and bytes acknowledged (exactly-once: committed) since the
+// last report and sets the lag of every partition (a commit cycle's, either committer).
+func reportCopyMetrics(ctx context.Context, m *metrics.Recorder, states []*partLedger) {
 	if m == nil {
 		return
 	}
