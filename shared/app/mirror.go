@@ -154,7 +154,7 @@ func MirrorRun(ctx context.Context, env cli.Env) error {
 	if b, jerr := json.Marshal(s); jerr == nil {
 		fmt.Fprintf(env.Stdout, "%s\n", b)
 	}
-	return burstOutcome(ctx, s, err)
+	return limitError(env.Config, burstOutcome(ctx, s, err))
 }
 
 // burstOutcome maps a finished burst to MirrorRun's result, hence its exit code
@@ -218,7 +218,11 @@ func meteredEngine(ctx context.Context, env cli.Env, adjust ...func(*engine.Opti
 		f(&o)
 	}
 	warnIgnored(env.Config, env.Logger)
-	return engine.New(ctx, o, Dialer(env.Config, env.Logger), env.Logger)
+	dial := Dialer(env.Config, env.Logger)
+	if err := checkTransactions(ctx, env.Config, dial); err != nil {
+		return nil, err
+	}
+	return engine.New(ctx, o, dial, env.Logger)
 }
 
 // MirrorServe is `mirror serve`: the mirror function driven by KafkaSource record events and

@@ -135,7 +135,7 @@ func runRound[S any, J round.Job[S]](ctx context.Context, env cli.Env, build fun
 		// MM2_BURST_MAX_DURATION bounds the invocation: the retries stop within it.
 		j.Gate().RunBackoff.Budget = d
 	}
-	return round.Once(ctx, j.Gate(), env.Stdout, j.Round, cli.ErrMoreToDo)
+	return limitError(env.Config, round.Once(ctx, j.Gate(), env.Stdout, j.Round, cli.ErrMoreToDo))
 }
 
 // serveRound is the `serve` sub-command of the job that build makes: every CloudEvent runs one

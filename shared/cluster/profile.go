@@ -48,6 +48,8 @@ const (
 type tierLimits struct {
 	topics, partitions int
 	compaction, gzip   bool
+	// grow: event hubs can gain partitions (not on Standard).
+	grow bool
 }
 
 // tiers holds per-namespace defaults (Microsoft's quotas page, 2026): Premium
@@ -56,9 +58,9 @@ type tierLimits struct {
 // is documented inconsistently (older pages say Premium/Dedicated only), so
 // the Standard default is no compaction.
 var tiers = map[string]tierLimits{
-	TierStandard:  {topics: 10, partitions: 32, compaction: false, gzip: false},
-	TierPremium:   {topics: 100, partitions: 100, compaction: true, gzip: true},
-	TierDedicated: {topics: 1000, partitions: 1024, compaction: true, gzip: true},
+	TierStandard:  {topics: 10, partitions: 32, compaction: false, gzip: false, grow: false},
+	TierPremium:   {topics: 100, partitions: 100, compaction: true, gzip: true, grow: true},
+	TierDedicated: {topics: 1000, partitions: 1024, compaction: true, gzip: true, grow: true},
 }
 
 // ProfileConfig is one cluster's Event Hubs profile settings
@@ -139,6 +141,9 @@ type Profile struct {
 	// means unlimited.
 	MaxPartitionsPerTopic int32
 	MaxTopics             int
+	// FixedPartitions is true where an existing topic cannot gain partitions (Event Hubs
+	// Standard: the partition count is fixed when the event hub is created).
+	FixedPartitions bool
 	// GroupsDeadMeansIdle is true where consumer groups without members are
 	// reported Dead rather than Empty (Event Hubs): treat Dead as idle.
 	GroupsDeadMeansIdle bool
@@ -192,6 +197,7 @@ func newProfile(role, alias string, pc ProfileConfig, bootstrap []string, connec
 		p.CompactInternalTopics, _ = strconv.ParseBool(pc.Compaction)
 	}
 	p.MaxTopics, p.MaxPartitionsPerTopic = lim.topics, int32(lim.partitions)
+	p.FixedPartitions = !lim.grow
 	if pc.MaxTopics > 0 {
 		p.MaxTopics = pc.MaxTopics
 	}
@@ -284,7 +290,10 @@ type BudgetError struct {
 	// have, with their partition counts.
 	TooWide       map[string]int32
 	MaxPartitions int32
-	envPrefix     string
+	// Fixed lists existing topics with fewer partitions than their source where the tier
+	// cannot add partitions: name -> [partitions now, partitions needed].
+	Fixed     map[string][2]int32
+	envPrefix string
 }
 
 func (e *BudgetError) Error() string {
@@ -307,6 +316,21 @@ func (e *BudgetError) Error() string {
 		parts = append(parts, fmt.Sprintf("an event hub has at most %d partitions: %s; raise %sEVENTHUBS_MAX_PARTITIONS if the tier allows more",
 			e.MaxPartitions, strings.Join(w, ", "), e.envPrefix))
 	}
+	if len(e.Fixed) > 0 {
+		names := make([]string, 0, len(e.Fixed))
+		for n := range e.Fixed {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var w []string
+		for _, n := range names {
+			w = append(w, fmt.Sprintf("%s has %d and its source %d", n, e.Fixed[n][0], e.Fixed[n][1]))
+		}
+		parts = append(parts, fmt.Sprintf("an event hub of the %s tier cannot gain partitions (%s), so the new source partitions cannot be copied: "+
+			"move the namespace to Premium or Dedicated and set %sEVENTHUBS_TIER, or replicate into new event hubs created with enough partitions "+
+			"(another MM2_REPLICATION_POLICY_SEPARATOR or source alias gives new names) and move consumers to them",
+			e.Tier, strings.Join(w, "; "), e.envPrefix))
+	}
 	return fmt.Sprintf("cluster %q (Event Hubs, tier %s): nothing created: %s", e.Cluster, e.Tier, strings.Join(parts, "; "))
 }
 
@@ -314,7 +338,8 @@ func (e *BudgetError) Error() string {
 // want (name -> partitions; topics that already exist are not counted again)
 // would exceed the namespace's topic budget or an event hub's partition cap.
 // Existing topics listed with more partitions than they have count as growth
-// and are checked against the partition cap too. It does nothing for a plain
+// and are checked against the partition cap too, and refused where the tier
+// cannot add partitions (FixedPartitions). It does nothing for a plain
 // Kafka cluster.
 func (p Profile) CheckBudget(ctx context.Context, adm *kadm.Client, want map[string]int32) error {
 	if !p.EventHubs || len(want) == 0 {
@@ -331,7 +356,7 @@ func (p Profile) CheckBudget(ctx context.Context, adm *kadm.Client, want map[str
 		}
 	}
 	e := &BudgetError{Cluster: p.Cluster, Tier: p.Tier, MaxTopics: p.MaxTopics, Existing: existing,
-		TooWide: map[string]int32{}, MaxPartitions: p.MaxPartitionsPerTopic, envPrefix: p.envPrefix}
+		TooWide: map[string]int32{}, MaxPartitions: p.MaxPartitionsPerTopic, Fixed: map[string][2]int32{}, envPrefix: p.envPrefix}
 	for name, n := range want {
 		d, ok := td[name]
 		exists := ok && d.Err == nil
@@ -340,13 +365,15 @@ func (p Profile) CheckBudget(ctx context.Context, adm *kadm.Client, want map[str
 		}
 		if p.MaxPartitionsPerTopic > 0 && n > p.MaxPartitionsPerTopic && (!exists || int32(len(d.Partitions)) < n) {
 			e.TooWide[name] = n
+		} else if have := int32(len(d.Partitions)); p.FixedPartitions && exists && have < n {
+			e.Fixed[name] = [2]int32{have, n}
 		}
 	}
 	sort.Strings(e.New)
 	if p.MaxTopics > 0 && existing+len(e.New) > p.MaxTopics {
 		e.Over = existing + len(e.New) - p.MaxTopics
 	}
-	if e.Over > 0 || len(e.TooWide) > 0 {
+	if e.Over > 0 || len(e.TooWide) > 0 || len(e.Fixed) > 0 {
 		return e
 	}
 	return nil

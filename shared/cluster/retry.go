@@ -34,8 +34,11 @@ func Retriable(err error) bool {
 	var (
 		kafkaError *kerr.Error
 		shards     *kadm.ShardErrors
+		rf         *ReplicationFactorError
 	)
 	switch {
+	case errors.As(err, &rf):
+		return false
 	case errors.As(err, &shards) && shardsRetriable(shards):
 		return true
 	case errors.As(err, &kafkaError):

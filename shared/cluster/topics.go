@@ -166,15 +166,53 @@ func CreateTopicsEach(ctx context.Context, cl *kgo.Client, topics ...NewTopic) (
 	if err != nil {
 		return nil, fmt.Errorf("creating topics: %w", err)
 	}
+	rf := make(map[string]int16, len(topics))
+	for _, t := range topics {
+		rf[t.Name] = t.ReplicationFactor
+	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			if t.ErrorMessage != nil && *t.ErrorMessage != "" {
 				err = fmt.Errorf("%w: %s", err, *t.ErrorMessage)
 			}
-			errs[t.Topic] = fmt.Errorf("creating topic %q: %w", t.Topic, err)
+			errs[t.Topic] = fmt.Errorf("creating topic %q: %w", t.Topic, replicationFactorCheck(ctx, cl, t.Topic, rf[t.Topic], err))
 		}
 	}
 	return errs, nil
+}
+
+// ReplicationFactorError is a topic asked for with more replicas than the cluster has brokers:
+// the cluster answered INVALID_REPLICATION_FACTOR and its metadata lists fewer brokers than the
+// factor. Trying again cannot help (Retriable says no); the setting that gave the factor must
+// change. It unwraps to the broker's error.
+type ReplicationFactorError struct {
+	Topic   string
+	Factor  int16
+	Brokers int
+	Err     error
+}
+
+func (e *ReplicationFactorError) Error() string {
+	return fmt.Sprintf("replication factor %d for topic %q cannot be met: the cluster lists %d broker(s); use at most %d, or -1 for the broker's default.replication.factor (%v)",
+		e.Factor, e.Topic, e.Brokers, e.Brokers, e.Err)
+}
+
+func (e *ReplicationFactorError) Unwrap() error { return e.Err }
+
+// replicationFactorCheck turns an INVALID_REPLICATION_FACTOR answer to the creation of topic
+// with rf replicas into a ReplicationFactorError when the cluster's metadata lists at least
+// one broker and fewer than rf. A cluster listing no broker at all is a KRaft broker fenced
+// while it catches up after a restart (it answers INVALID_REPLICATION_FACTOR then too): err is
+// returned as it is, retriable. Other errors are returned as they are.
+func replicationFactorCheck(ctx context.Context, cl *kgo.Client, topic string, rf int16, err error) error {
+	if rf <= 0 || !errors.Is(err, kerr.InvalidReplicationFactor) {
+		return err
+	}
+	resp, merr := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if merr != nil || len(resp.Brokers) == 0 || len(resp.Brokers) >= int(rf) {
+		return err
+	}
+	return &ReplicationFactorError{Topic: topic, Factor: rf, Brokers: len(resp.Brokers), Err: err}
 }
 
 // EnsureTopic creates topic name with the given partitions, replication factor and configs if
@@ -195,7 +233,7 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, name string, partitions in
 		}
 		created = err == nil
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return 0, false, fmt.Errorf("creating topic %q: %w", name, err)
+			return 0, false, fmt.Errorf("creating topic %q: %w", name, replicationFactorCheck(ctx, cl, name, rf, err))
 		}
 	}
 	n, err = WaitForTopic(ctx, cl, name)

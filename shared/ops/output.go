@@ -190,6 +190,18 @@ func (p *Plan) WriteText(w io.Writer) error {
 		if b.LaterError != "" {
 			fmt.Fprintf(tw, "event hubs (%s): with the checkpoint and heartbeat topics: %s\n", b.Cluster, b.LaterError)
 		}
+		if len(b.MM2) > 0 {
+			names := make([]string, 0, len(b.MM2))
+			for n := range b.MM2 {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			verdict := "they would fit"
+			if b.MM2Error != "" {
+				verdict = b.MM2Error
+			}
+			fmt.Fprintf(tw, "event hubs (%s): MirrorMaker 2 on this flow would also need %s: %s\n", b.Cluster, strings.Join(names, ", "), verdict)
+		}
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(tw, "note: %s\n", n)

@@ -49,6 +49,11 @@ type EventHubsBudget struct {
 	// they first run; LaterError says why they would not fit next to Topics ("" when they do).
 	Later      map[string]int32 `json:"later,omitempty"`
 	LaterError string           `json:"later_error,omitempty"`
+	// MM2 are the event hubs genuine MirrorMaker 2 (dedicated mode) would create on the target
+	// beside Topics and Later for the same flow: its Connect worker's configs and status
+	// topics. MM2Error says why all of them would not fit ("" when they do).
+	MM2      map[string]int32 `json:"mm2,omitempty"`
+	MM2Error string           `json:"mm2_error,omitempty"`
 }
 
 // TopicPlan is one source topic.
@@ -271,6 +276,20 @@ func (o *Ops) planBudgets(ctx context.Context, pl *Plan, sel []*TopicPlan) error
 				all[n] = p
 			}
 			if b.LaterError, err = check(all); err != nil {
+				return err
+			}
+		}
+		if side == engine.Target {
+			// MM2's worker topics, with MM2's default partition counts (config.storage: 1,
+			// status.storage.partitions: 5).
+			b.MM2 = map[string]int32{"mm2-configs." + o.opts.SourceAlias + ".internal": 1, "mm2-status." + o.opts.SourceAlias + ".internal": 5}
+			all := map[string]int32{}
+			for _, m := range []map[string]int32{want, later, b.MM2} {
+				for n, p := range m {
+					all[n] = p
+				}
+			}
+			if b.MM2Error, err = check(all); err != nil {
 				return err
 			}
 		}

@@ -26,9 +26,10 @@ func TestOpsPlanEventHubsBudget(t *testing.T) {
 		name     string
 		selected []string
 		fits     bool
+		mm2Over  int // MirrorMaker 2 would also create checkpoints, heartbeats, configs, status
 	}{
-		{"fits", topics[:2], true}, // 7 + 2 remote topics + the offsets topic = 10
-		{"over", topics, false},    // 7 + 3 + 1 = 11 > 10
+		{"fits", topics[:2], true, 4}, // 7 + 2 remote topics + the offsets topic = 10
+		{"over", topics, false, 5},    // 7 + 3 + 1 = 11 > 10
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Standard tier: 10 event hubs, 7 of them taken.
@@ -85,6 +86,18 @@ func TestOpsPlanEventHubsBudget(t *testing.T) {
 			// The namespace is then full: the checkpoint and heartbeat topics would not fit.
 			if b.LaterError == "" || len(b.Later) == 0 {
 				t.Errorf("plan does not warn that the other functions' topics do not fit: %+v", b)
+			}
+			// What MirrorMaker 2 would need beside them: its worker's configs and status topics.
+			if len(b.MM2) != 2 || b.MM2["mm2-configs.source.internal"] != 1 || b.MM2["mm2-status.source.internal"] != 5 ||
+				!strings.Contains(b.MM2Error, fmt.Sprintf("would be %d over", tc.mm2Over)) {
+				t.Errorf("plan's MirrorMaker 2 budget: %v, %q; want configs and status topics, %d over", b.MM2, b.MM2Error, tc.mm2Over)
+			}
+			var text strings.Builder
+			if err := pl.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), "MirrorMaker 2 on this flow would also need mm2-configs.source.internal, mm2-status.source.internal") {
+				t.Errorf("plan text does not say what MirrorMaker 2 would need:\n%s", text.String())
 			}
 		})
 	}

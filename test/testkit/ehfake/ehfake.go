@@ -13,6 +13,17 @@
 //     advertised; Metadata capped at v9 and OffsetFetch at v8;
 //   - consumer groups without live members are described as Dead;
 //   - topic (event hub) count and per-topic partition caps on CreateTopics;
+//     the replication factor asked for is ignored (Event Hubs keeps its own
+//     copies); CreateTopics capped at v4 (no configs in its answer) and
+//     Produce at v12 (no topic IDs): Java clients, MirrorMaker 2 among them,
+//     cannot match kfake's later answers to their requests without topic IDs;
+//   - OffsetCommit advertised at kfake's latest version, as Event Hubs does
+//     (franz-go#1312), so a v10+ commit by name only (zero topic ID) fails;
+//   - Standard tier: no partitions added to an existing event hub
+//     (CreatePartitions refused with POLICY_VIOLATION);
+//   - at most 4 offset commits per second per partition and group (Event
+//     Hubs' documented throttle); a commit over it is refused with
+//     THROTTLING_QUOTA_EXCEEDED (Event Hubs' exact answer is not documented);
 //   - connections idle longer than IdleCut dropped.
 //
 // Everything refused is counted, so tests can assert what a client tried.
@@ -56,6 +67,9 @@ type Config struct {
 	MaxPartitions int32
 	// AllowGzip accepts gzip batches (Premium/Dedicated); other codecs are always refused.
 	AllowGzip bool
+	// Premium answers as the Premium tier: gzip accepted, partitions may be added, and
+	// defaults of 100 event hubs and 100 partitions per event hub.
+	Premium bool
 	// IdleCut drops connections that sent nothing for this long; 0: never.
 	IdleCut time.Duration
 	// Topics are created at start (name -> partitions).
@@ -77,12 +91,25 @@ type Fake struct {
 
 	// Counters of what the double refused or cut.
 	Compressed, Oversized, IdleCuts, QuotaRefusals atomic.Int64
+	// ThrottledCommits counts offset commits refused for passing 4 per second per partition.
+	ThrottledCommits atomic.Int64
+	// Commits counts the partition offsets committed (accepted OffsetCommit entries).
+	Commits atomic.Int64
 	// LargestRequest is the largest request frame seen, in bytes.
 	LargestRequest atomic.Int64
 
 	mu        sync.Mutex
 	topics    map[string]int32
 	heartbeat map[string]time.Time // group -> last heartbeat/join/sync
+	commits   map[commitKey][]time.Time
+}
+
+// CommitsPerSecond is Event Hubs' offset commit throttle, per partition (and group).
+const CommitsPerSecond = 4
+
+type commitKey struct {
+	group, topic string
+	partition    int32
 }
 
 // New starts the double; it stops when the test ends.
@@ -91,13 +118,22 @@ func New(t testing.TB, cfg Config) *Fake {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "mm2go-test.servicebus.windows.net"
 	}
+	if cfg.Premium {
+		cfg.AllowGzip = true
+	}
 	if cfg.MaxTopics == 0 {
 		cfg.MaxTopics = 10
+		if cfg.Premium {
+			cfg.MaxTopics = 100
+		}
 	}
 	if cfg.MaxPartitions == 0 {
 		cfg.MaxPartitions = 32
+		if cfg.Premium {
+			cfg.MaxPartitions = 100
+		}
 	}
-	f := &Fake{cfg: cfg, topics: map[string]int32{}, heartbeat: map[string]time.Time{},
+	f := &Fake{cfg: cfg, topics: map[string]int32{}, heartbeat: map[string]time.Time{}, commits: map[commitKey][]time.Time{},
 		ConnectionString: fmt.Sprintf("Endpoint=sb://%s/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=%s",
 			cfg.Namespace, randKey())}
 	tlsCfg := f.certs(t)
@@ -112,6 +148,8 @@ func New(t testing.TB, cfg Config) *Fake {
 		vs.SetMaxKeyVersion(int16(k), -1)
 	}
 	vs.SetMaxKeyVersion(int16(kmsg.DescribeConfigs), 2)
+	vs.SetMaxKeyVersion(int16(kmsg.CreateTopics), 4)
+	vs.SetMaxKeyVersion(int16(kmsg.Produce), 12)
 
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
@@ -139,6 +177,8 @@ func New(t testing.TB, cfg Config) *Fake {
 	c.ControlKey(int16(kmsg.Produce), f.produce)
 	c.ControlKey(int16(kmsg.CreateTopics), f.createTopics)
 	c.ControlKey(int16(kmsg.DeleteTopics), f.deleteTopics)
+	c.ControlKey(int16(kmsg.CreatePartitions), f.createPartitions)
+	c.ControlKey(int16(kmsg.OffsetCommit), f.offsetCommit)
 	c.ControlKey(int16(kmsg.DescribeGroups), f.describeGroups)
 	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat} {
 		c.ControlKey(int16(k), f.observeGroup)
@@ -237,6 +277,10 @@ func (f *Fake) createTopics(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		}
 	}
 	if len(problems) == 0 {
+		for i := range req.Topics {
+			// Event Hubs keeps its own copies: any replication factor is accepted.
+			req.Topics[i].ReplicationFactor = -1
+		}
 		if !req.ValidateOnly {
 			for _, t := range req.Topics {
 				f.topics[t.Topic] = t.NumPartitions
@@ -256,6 +300,79 @@ func (f *Fake) createTopics(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		}
 		m := msgs[t.Topic]
 		rt.ErrorCode, rt.ErrorMessage = e.Code, &m
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil, true
+}
+
+// createPartitions refuses to add partitions on the Standard tier.
+func (f *Fake) createPartitions(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	f.Cluster.KeepControl()
+	if f.cfg.Premium {
+		return nil, nil, false
+	}
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		rt.ErrorCode = kerr.PolicyViolation.Code
+		msg := "The partition count of an event hub cannot be changed on the Standard tier."
+		rt.ErrorMessage = &msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	f.QuotaRefusals.Add(int64(len(req.Topics)))
+	return resp, nil, true
+}
+
+// offsetCommit refuses a commit that would be the fifth within a second for one of its
+// partitions (in the group), and counts the accepted ones.
+func (f *Fake) offsetCommit(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	f.Cluster.KeepControl()
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	now := time.Now()
+	f.mu.Lock()
+	over := false
+	n := 0
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			k := commitKey{req.Group, t.Topic, p.Partition}
+			recent := f.commits[k][:0]
+			for _, at := range f.commits[k] {
+				if now.Sub(at) < time.Second {
+					recent = append(recent, at)
+				}
+			}
+			f.commits[k] = recent
+			if len(recent) >= CommitsPerSecond {
+				over = true
+			}
+			n++
+		}
+	}
+	if !over {
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				k := commitKey{req.Group, t.Topic, p.Partition}
+				f.commits[k] = append(f.commits[k], now)
+			}
+		}
+	}
+	f.mu.Unlock()
+	if !over {
+		f.Commits.Add(int64(n))
+		return nil, nil, false
+	}
+	f.ThrottledCommits.Add(1)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.ThrottlingQuotaExceeded.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, true
