@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/engine"
 	"github.com/mm2go/mm2go/shared/metrics"
 )
@@ -101,24 +100,24 @@ func (c *EngineCopier) CopyThrough(ctx context.Context, topic string, partition 
 	return next, err
 }
 
-// Partitions returns the number of partitions of source topic t (a metadata request).
-func (c *EngineCopier) Partitions(ctx context.Context, t string) (int32, bool, error) {
+// Topics returns the partition count of every source topic (a metadata request for all
+// topics); topics the metadata answers with an error are left out.
+func (c *EngineCopier) Topics(ctx context.Context) (map[string]int32, error) {
 	src, _, err := c.clients(ctx)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
-	md, err := kadm.NewClient(src).Metadata(ctx, t)
+	md, err := kadm.NewClient(src).Metadata(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("source metadata: %w", err)
+		return nil, fmt.Errorf("source metadata: %w", err)
 	}
-	td, ok := md.Topics[t]
-	if !ok || cluster.TopicMissing(td.Err) {
-		return 0, false, nil
+	counts := make(map[string]int32, len(md.Topics))
+	for t, td := range md.Topics {
+		if td.Err == nil {
+			counts[t] = int32(len(td.Partitions))
+		}
 	}
-	if td.Err != nil {
-		return 0, false, fmt.Errorf("source metadata of %q: %w", t, td.Err)
-	}
-	return int32(len(td.Partitions)), true, nil
+	return counts, nil
 }
 
 // Burst runs one engine burst.

@@ -38,9 +38,8 @@ type Copier interface {
 	// record, its offset sync and the position rec.Offset are durable. It returns an error
 	// wrapping ErrBehind if earlier offsets turn out not to be on the target.
 	WriteAt(ctx context.Context, topic string, partition int32, rec *kgo.Record) error
-	// Partitions returns the number of partitions of source topic t; ok is false when the
-	// source has no such topic.
-	Partitions(ctx context.Context, t string) (n int32, ok bool, err error)
+	// Topics returns the partition count of every source topic (one metadata request).
+	Topics(ctx context.Context) (map[string]int32, error)
 	// Burst runs one burst and returns its JSON-able summary.
 	Burst(ctx context.Context) (any, error)
 	// Ready reports whether both clusters are reachable.

@@ -30,8 +30,8 @@ type fakeCopier struct {
 	written    map[tp][]int64
 	payloads   map[tp][]*kgo.Record
 	copies     atomic.Int32
-	lookups    atomic.Int32     // Partitions calls
-	partitions map[string]int32 // if set, the source's topics and partition counts (else from ends)
+	lookups    atomic.Int32     // Topics calls
+	partitions map[string]int32 // the source's topics and partition counts besides those of ends
 	gate       chan struct{}    // if set, CopyThrough waits for it
 	err        error            // returned by CopyThrough/WriteAt when set
 	stopAt     int64            // if > 0, CopyThrough copies only below it, then fails
@@ -102,26 +102,21 @@ func (f *fakeCopier) WriteAt(_ context.Context, t string, p int32, rec *kgo.Reco
 	f.next[k] = rec.Offset + 1
 	return nil
 }
-func (f *fakeCopier) Partitions(_ context.Context, t string) (int32, bool, error) {
+func (f *fakeCopier) Topics(context.Context) (map[string]int32, error) {
 	f.lookups.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return 0, false, f.err
+		return nil, f.err
 	}
-	n := int32(-1)
+	counts := map[string]int32{}
 	for k := range f.ends {
-		if k.topic == t {
-			n = max(n, k.partition)
-		}
+		counts[k.topic] = max(counts[k.topic], k.partition+1)
 	}
-	if n < 0 && f.partitions == nil {
-		return 1, true, nil // a topic the test did not set up: one partition
+	for t, n := range f.partitions {
+		counts[t] = n
 	}
-	if p, ok := f.partitions[t]; ok {
-		return p, true, nil
-	}
-	return n + 1, n >= 0, nil
+	return counts, nil
 }
 func (f *fakeCopier) Burst(context.Context) (any, error) {
 	f.mu.Lock()

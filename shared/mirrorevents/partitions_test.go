@@ -2,8 +2,10 @@ package mirrorevents
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -62,5 +64,36 @@ func TestBurstUnauthenticated(t *testing.T) {
 	f.err = errors.New("source down at 10.1.2.3:9093")
 	if code, body := post(t, srv, ping); code != http.StatusServiceUnavailable || strings.Contains(body, "10.1.2.3") {
 		t.Errorf("unauthenticated tick, failed burst: answer %d %q, want 503 without the cluster's error", code, body)
+	}
+}
+
+// TestMadeUpTopicsDoNotStarveGenuineEvents: events naming 200 topics the source does not have,
+// sent at once by a sender who is not the KafkaSource, are each answered 400 (the source has no
+// such topic), never 503; and a genuine event for a topic of the source, arriving among them or
+// right after, is copied (200), not refused for a lookup budget the made-up topics used up
+// (which KafkaSource retries a few times and then dead-letters).
+func TestMadeUpTopicsDoNotStarveGenuineEvents(t *testing.T) {
+	f := newFake()
+	f.partitions = map[string]int32{"orders": 2, "payments": 1}
+	f.ends[tp{"orders", 0}] = 5
+	f.ends[tp{"payments", 0}] = 3
+	_, srv := newTestHandler(t, f, Options{})
+	var wg sync.WaitGroup
+	codes := make([]int, 200)
+	bodies := make([]string, 200)
+	for i := range codes {
+		wg.Go(func() { codes[i], bodies[i] = post(t, srv, kafkaEvent(fmt.Sprintf("made-up-%d", i), 0, 0)) })
+	}
+	if code, body := post(t, srv, kafkaEvent("orders", 0, 4)); code != http.StatusOK {
+		t.Errorf("genuine event among 200 for made-up topics: answer %d %q, want 200", code, body)
+	}
+	wg.Wait()
+	if code, body := post(t, srv, kafkaEvent("payments", 0, 2)); code != http.StatusOK {
+		t.Errorf("genuine event for another topic after 200 for made-up topics: answer %d %q, want 200", code, body)
+	}
+	for i, code := range codes {
+		if code != http.StatusBadRequest || !strings.Contains(bodies[i], "the source has no topic") {
+			t.Fatalf("event for made-up topic %d: answer %d %q, want 400", i, code, bodies[i])
+		}
 	}
 }
