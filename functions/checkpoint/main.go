@@ -11,5 +11,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "checkpoint", Run: app.CheckpointRun, Serve: app.CheckpointServe}))
+	os.Exit(cli.Main(app.Checkpoint()))
 }

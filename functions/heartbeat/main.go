@@ -11,5 +11,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "heartbeat", Run: app.HeartbeatRun, Serve: app.HeartbeatServe}))
+	os.Exit(cli.Main(app.Heartbeat()))
 }

@@ -12,5 +12,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(cli.App{Name: "mirror", Run: app.MirrorRun, Serve: app.MirrorServe, Commands: app.OpsCommands()}))
+	os.Exit(cli.Main(app.Mirror()))
 }

@@ -29,34 +29,62 @@ func Ops(ctx context.Context, cfg *config.Config, lookupEnv func(string) (string
 	return ops.New(ctx, opts, groups, Dialer(cfg, logger), logger)
 }
 
-// OpsCommands returns the mirror sub-commands status, verify and plan for cli.App.Commands.
+// opsExits are the exit codes of status and plan.
+var opsExits = []cli.Exit{
+	{Code: cli.ExitOK, Meaning: "the report is written"},
+	{Code: cli.ExitFailed, Meaning: "a cluster could not be read (the ERROR line says which and why)"},
+	{Code: cli.ExitConfig, Meaning: "invalid settings or command line"},
+}
+
+// OpsCommands returns the mirror sub-commands status, verify, plan and cutover for
+// cli.App.Commands.
 func OpsCommands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"status":  {Summary: "positions, lag, offset syncs, checkpoints and heartbeats of the flow (-o json)", Run: StatusCommand},
-		"verify":  {Summary: "compare source and target records partition by partition (exit 0 complete, 1 differences, 2 error)", Run: VerifyCommand},
-		"plan":    {Summary: "dry run: what `run` would select, create, grow, sync and copy (-o json)", Run: PlanCommand},
-		"cutover": {Summary: "move consumer groups to the target at exactly their next record: -groups a,b [-topics t] [-dry-run] [-allow-live] (exit 0 go, 4 not exact, 5 producers writing, 6 groups in use, 1 error)", Run: CutoverCommand},
+		"status":  statusCommand(),
+		"plan":    planCommand(),
+		"verify":  verifyCommand(),
+		"cutover": cutoverCommand(),
 	}
 }
 
-func flags(name string, out io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	format := fs.String("o", "text", "output format: text or json")
-	return fs, format
+// outputFlag declares -o on fs.
+func outputFlag(fs *flag.FlagSet, format *string) {
+	fs.StringVar(format, "o", "text", "output format: text or json")
 }
 
-func parse(fs *flag.FlagSet, args []string, format *string) error {
-	if err := fs.Parse(args); err != nil {
-		return &cli.ConfigError{Err: err}
-	}
-	if *format != "text" && *format != "json" {
-		return &cli.ConfigError{Err: fmt.Errorf("-o %q: want text or json", *format)}
-	}
-	if fs.NArg() > 0 {
-		return &cli.ConfigError{Err: fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+func checkFormat(format string) error {
+	if format != "text" && format != "json" {
+		return &cli.ConfigError{Err: fmt.Errorf("-o %q: want text or json", format)}
 	}
 	return nil
+}
+
+func statusCommand() cli.Command {
+	var format string
+	return cli.Command{
+		Summary:  "positions, lag, offset syncs, checkpoints and heartbeats of the flow",
+		Synopsis: "[-o text|json]",
+		About:    "Reads the flow's stored positions, the end offsets of the source partitions (lag), the newest offset syncs,\ncheckpoints and heartbeats, and writes them as text or JSON. Reads only; writes nothing.",
+		Flags:    func(fs *flag.FlagSet) { outputFlag(fs, &format) },
+		Exits:    opsExits,
+		Run: func(ctx context.Context, env cli.Env) error {
+			return report(ctx, env, "status", format, func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Status(ctx) })
+		},
+	}
+}
+
+func planCommand() cli.Command {
+	var format string
+	return cli.Command{
+		Summary:  "dry run: what `run` would select, create, grow, sync and copy",
+		Synopsis: "[-o text|json]",
+		About:    "A dry run of `mirror run`: the topics it would select, the remote topics it would create or grow, the configs\nand ACLs it would sync and the records it would copy. Reads only; writes nothing.",
+		Flags:    func(fs *flag.FlagSet) { outputFlag(fs, &format) },
+		Exits:    opsExits,
+		Run: func(ctx context.Context, env cli.Env) error {
+			return report(ctx, env, "plan", format, func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Plan(ctx) })
+		},
+	}
 }
 
 // retry runs a read-only command again, from its start, while it fails with a retriable error
@@ -74,20 +102,9 @@ func write(w io.Writer, format string, v writerText) error {
 	return v.WriteText(w)
 }
 
-// StatusCommand is `mirror status [-o json]`.
-func StatusCommand(ctx context.Context, env cli.Env) error {
-	return report(ctx, env, "status", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Status(ctx) })
-}
-
-// PlanCommand is `mirror plan [-o json]`.
-func PlanCommand(ctx context.Context, env cli.Env) error {
-	return report(ctx, env, "plan", func(ctx context.Context, o *ops.Ops) (writerText, error) { return o.Plan(ctx) })
-}
-
-// report is a read-only sub-command: parse -o, build the Ops, write what get returns.
-func report(ctx context.Context, env cli.Env, name string, get func(context.Context, *ops.Ops) (writerText, error)) error {
-	fs, format := flags(name, env.Stdout)
-	if err := parse(fs, env.Args, format); err != nil {
+// report is a read-only sub-command: build the Ops, write what get returns in format.
+func report(ctx context.Context, env cli.Env, name, format string, get func(context.Context, *ops.Ops) (writerText, error)) error {
+	if err := checkFormat(format); err != nil {
 		return err
 	}
 	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
@@ -100,25 +117,45 @@ func report(ctx context.Context, env cli.Env, name string, get func(context.Cont
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return write(env.Stdout, *format, v)
+	return write(env.Stdout, format, v)
 }
 
-// VerifyCommand is `mirror verify [-o json] [-topics a,b] [-last N] [-max-listed N]`. Its exit
-// code is ops.VerifyComplete, ops.VerifyDifferences or ops.VerifyError.
-func VerifyCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("verify", env.Stdout)
-	topics := fs.String("topics", "", "source topics to check, comma separated (default: every replicated topic)")
-	last := fs.Int64("last", 0, "check only about the last N copied records of each partition (0: everything alignable)")
-	listed := fs.Int("max-listed", 20, "differences listed per partition")
-	if err := parse(fs, env.Args, format); err != nil {
+// verifyFlags are mirror verify's flags.
+type verifyFlags struct {
+	format, topics string
+	last           int64
+	listed         int
+}
+
+func verifyCommand() cli.Command {
+	var f verifyFlags
+	return cli.Command{
+		Summary:  "compare source and target records partition by partition",
+		Synopsis: "[-topics a,b] [-last N] [-max-listed N] [-o text|json]",
+		About:    "Reads each replicated partition on the source and its remote partition on the target, aligned by the stored\npositions and offset syncs, and compares the records byte for byte (key, value, headers, timestamp). Reads only.",
+		Flags: func(fs *flag.FlagSet) {
+			outputFlag(fs, &f.format)
+			fs.StringVar(&f.topics, "topics", "", "source topics to check, comma separated (default: every replicated topic)")
+			fs.Int64Var(&f.last, "last", 0, "check only about the last N copied records of each partition (0: everything alignable)")
+			fs.IntVar(&f.listed, "max-listed", 20, "differences listed per partition")
+		},
+		Exits: []cli.Exit{
+			{Code: ops.VerifyComplete, Meaning: "every copied record is on the target unchanged and nothing is left to copy"},
+			{Code: ops.VerifyDifferences, Meaning: "records missing, extra or differing, or records not copied yet"},
+			{Code: ops.VerifyError, Meaning: "the check could not be done: invalid settings or command line, or a cluster could not be read"},
+		},
+		Run: func(ctx context.Context, env cli.Env) error { return verify(ctx, env, f) },
+	}
+}
+
+// verify is `mirror verify`. Its exit code is ops.VerifyComplete, ops.VerifyDifferences or
+// ops.VerifyError.
+func verify(ctx context.Context, env cli.Env, f verifyFlags) error {
+	if err := checkFormat(f.format); err != nil {
 		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
-	vo := ops.VerifyOptions{Last: *last, MaxListed: *listed}
-	for _, t := range strings.Split(*topics, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			vo.Topics = append(vo.Topics, t)
-		}
-	}
+	vo := ops.VerifyOptions{Last: f.last, MaxListed: f.listed}
+	vo.Topics = splitList(f.topics)
 	o, err := Ops(ctx, env.Config, env.LookupEnv, env.Logger)
 	if err != nil {
 		return &cli.ExitError{Code: ops.VerifyError, Err: err}
@@ -129,7 +166,7 @@ func VerifyCommand(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return &cli.ExitError{Code: ops.VerifyError, Err: fmt.Errorf("verify: %w", err)}
 	}
-	if err := write(env.Stdout, *format, v); err != nil {
+	if err := write(env.Stdout, f.format, v); err != nil {
 		return &cli.ExitError{Code: ops.VerifyError, Err: err}
 	}
 	env.Logger.Info("verify summary", "complete", v.Complete, "differences", v.Differences, "lag", v.Lag, "partitions", len(v.Partitions))
@@ -139,22 +176,50 @@ func VerifyCommand(ctx context.Context, env cli.Env) error {
 	return nil
 }
 
-// CutoverCommand is `mirror cutover -groups a,b [-topics t1,t2] [-timeout 5m] [-watch 3s]
-// [-dry-run] [-allow-live] [-o json]`. Its exit code is ops.CutoverGo, ops.CutoverNoGo,
-// ops.CutoverLive, ops.CutoverInUse or ops.CutoverError.
-func CutoverCommand(ctx context.Context, env cli.Env) error {
-	fs, format := flags("cutover", env.Stdout)
-	groups := fs.String("groups", "", "consumer groups to move, comma separated (required)")
-	topics := fs.String("topics", "", "source topics to move them on, comma separated (default: every replicated topic they committed on)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound of the whole cutover, drain included")
-	watch := fs.Duration("watch", 3*time.Second, "how long the source end offsets are watched for producers still writing")
-	dry := fs.Bool("dry-run", false, "check the preconditions and work out the translation; copy and write nothing")
-	live := fs.Bool("allow-live", false, "only report producers still writing (and members on the source) instead of refusing")
-	if err := parse(fs, env.Args, format); err != nil {
+// cutoverFlags are mirror cutover's flags.
+type cutoverFlags struct {
+	format, groups, topics string
+	timeout, watch         time.Duration
+	dry, live              bool
+}
+
+func cutoverCommand() cli.Command {
+	var f cutoverFlags
+	return cli.Command{
+		Summary:  "move consumer groups to the target at exactly their next record",
+		Synopsis: "-groups a,b [-topics t1,t2] [-timeout 5m] [-watch 3s] [-dry-run] [-allow-live] [-o text|json]",
+		About: "Checks that the groups have no members and that no producer still writes to their topics, copies what is left,\n" +
+			"translates each group's committed offsets to the target's copy of its next record, and commits them there.\n" +
+			"Safe to run again: the same offsets are translated and written.",
+		Flags: func(fs *flag.FlagSet) {
+			outputFlag(fs, &f.format)
+			fs.StringVar(&f.groups, "groups", "", "consumer groups to move, comma separated (required)")
+			fs.StringVar(&f.topics, "topics", "", "source topics to move them on, comma separated (default: every replicated topic they committed on)")
+			fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound of the whole cutover, drain included")
+			fs.DurationVar(&f.watch, "watch", 3*time.Second, "how long the source end offsets are watched for producers still writing")
+			fs.BoolVar(&f.dry, "dry-run", false, "check the preconditions and work out the translation; copy and write nothing")
+			fs.BoolVar(&f.live, "allow-live", false, "only report producers still writing (and members on the source) instead of refusing")
+		},
+		Exits: []cli.Exit{
+			{Code: ops.CutoverGo, Meaning: "GO: every partition of every group is committed on the target at exactly its next record (-dry-run: would be)"},
+			{Code: ops.CutoverError, Meaning: "the cutover could not be done: a cluster, a topic not in the flow, the time bound"},
+			{Code: cli.ExitConfig, Meaning: "invalid settings or command line (-groups missing)"},
+			{Code: ops.CutoverNoGo, Meaning: "NO-GO: a partition is not exact (not copied, a gap, no offset sync, records differ); nothing written"},
+			{Code: ops.CutoverLive, Meaning: "NO-GO: producers are still writing to the groups' topics; nothing written"},
+			{Code: ops.CutoverInUse, Meaning: "NO-GO: a group has members on the target, or still on the source; nothing written"},
+		},
+		Run: func(ctx context.Context, env cli.Env) error { return cutover(ctx, env, f) },
+	}
+}
+
+// cutover is `mirror cutover`. Its exit code is ops.CutoverGo, ops.CutoverNoGo,
+// ops.CutoverLive, ops.CutoverInUse, ops.CutoverError or cli.ExitConfig.
+func cutover(ctx context.Context, env cli.Env, f cutoverFlags) error {
+	if err := checkFormat(f.format); err != nil {
 		return &cli.ExitError{Code: cli.ExitConfig, Err: err}
 	}
-	co := ops.CutoverOptions{Groups: splitList(*groups), Topics: splitList(*topics), Timeout: *timeout, Watch: *watch,
-		DryRun: *dry, AllowLive: *live, Metrics: env.Metrics,
+	co := ops.CutoverOptions{Groups: splitList(f.groups), Topics: splitList(f.topics), Timeout: f.timeout, Watch: f.watch,
+		DryRun: f.dry, AllowLive: f.live, Metrics: env.Metrics,
 		CheckpointsTopicReplicationFactor: int16(env.Config.CheckpointsTopicReplicationFactor)}
 	if len(co.Groups) == 0 {
 		return &cli.ExitError{Code: cli.ExitConfig, Err: &cli.ConfigError{Err: fmt.Errorf("-groups: name the consumer groups to move")}}
@@ -174,7 +239,7 @@ func CutoverCommand(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return &cli.ExitError{Code: ops.CutoverError, Err: fmt.Errorf("cutover: %w", err)}
 	}
-	if err := write(env.Stdout, *format, c); err != nil {
+	if err := write(env.Stdout, f.format, c); err != nil {
 		return &cli.ExitError{Code: ops.CutoverError, Err: err}
 	}
 	env.Logger.Info("cutover summary", "go", c.Go, "exit_code", c.ExitCode, "dry_run", c.DryRun, "partitions", len(c.Partitions),

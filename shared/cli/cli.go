@@ -1,6 +1,7 @@
 // Package cli is the command line shared by mm2go's three functions (mirror, checkpoint,
 // heartbeat): sub-command dispatch (`run`, `serve`, `-h`/`help`), logging setup, signal
-// handling and exit codes.
+// handling and exit codes. Every sub-command answers -h with its own usage, flags, exit
+// codes and the settings it reads, before it reads any setting.
 //
 // Exit codes (ExitCodes, docs/summary-and-exit-codes.md): 0 the job is done, or a budget
 // (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS) ended a burst that copied records; 3 run
@@ -15,6 +16,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +24,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -85,23 +86,39 @@ type Env struct {
 	Args []string
 }
 
-// Command is an extra sub-command (status, verify, plan).
+// Command is one sub-command of a function (run, serve, status, ...).
 type Command struct {
-	// Summary is its line in the usage text.
+	// Summary is its line in the function's usage.
 	Summary string
-	// Run runs it; env.Args holds its arguments.
+	// Synopsis is what follows the sub-command on its usage line ("-groups a,b [-o text|json]");
+	// empty: it takes no flags.
+	Synopsis string
+	// About says what it does, for its -h; empty: Summary.
+	About string
+	// Flags declares its flags on fs; nil: it takes none. Execute parses the command line
+	// before it reads any setting: -h, -help and --help print the usage (exit 0), an unknown
+	// flag or a stray argument is a command-line error naming it (exit 2).
+	Flags func(fs *flag.FlagSet)
+	// Exits are the exit codes it returns, in order, with what each means for it.
+	Exits []Exit
+	// Run runs it with its flags parsed.
 	Run func(ctx context.Context, env Env) error
 }
 
-// App is one function's sub-commands.
+// Exit is one exit code of a sub-command and what it means there.
+type Exit struct {
+	Code    int
+	Meaning string
+}
+
+// App is one function and its sub-commands.
 type App struct {
 	// Name is the function's name ("mirror").
 	Name string
-	// Run is `run`: one burst or round. Return ErrMoreToDo when a budget stopped it early.
-	Run func(ctx context.Context, env Env) error
-	// Serve is `serve`: the HTTP/CloudEvents server. Nil: "not yet".
-	Serve func(ctx context.Context, env Env) error
-	// Commands are further sub-commands by name.
+	// About says what the function is, for its -h.
+	About string
+	// Commands are its sub-commands by name. `run` runs every flow an MM2 file enables, each
+	// with its own settings; `serve` exports its metrics for Prometheus at /metrics.
 	Commands map[string]Command
 }
 
@@ -195,29 +212,48 @@ func Execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 
 // execute runs app; unread are the MM2_* variables set that no function reads.
 func execute(ctx context.Context, app App, args []string, lookupEnv func(string) (string, bool), unread []string, stdout, stderr io.Writer) int {
-	cmd := ""
+	name := ""
 	if len(args) > 0 {
-		cmd = args[0]
+		name = args[0]
 	}
-	switch cmd {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "usage: %s run|serve|help\n\n  run    one burst: copy until caught up or a budget is reached, then exit\n  serve  HTTP/CloudEvents server\n", app.Name)
-		for _, name := range sortedNames(app.Commands) {
-			fmt.Fprintf(stdout, "  %-6s %s\n", name, app.Commands[name].Summary)
+	switch name {
+	case "-h", "-help", "--help":
+		return writeAppUsage(app, stdout, stderr)
+	case "help":
+		if len(args) == 1 {
+			return writeAppUsage(app, stdout, stderr)
 		}
-		fmt.Fprintln(stdout)
-		if err := config.UsageOf(stdout, app.Name); err != nil {
-			fmt.Fprintln(stderr, err)
-			return ExitFailed
+		if c, ok := app.Commands[args[1]]; ok && len(args) == 2 {
+			return writeCommandUsage(app, args[1], c, stdout, stderr)
 		}
-		writeProcessUsage(stdout)
-		return ExitOK
-	case "run", "serve":
-	default:
-		if _, ok := app.Commands[cmd]; ok {
-			break
+		fmt.Fprintf(stderr, "%s help: no sub-command %q\n%s\n", app.Name, strings.Join(args[1:], " "), usageLine(app))
+		return ExitConfig
+	}
+	cmd, ok := app.Commands[name]
+	if !ok {
+		if name == "" {
+			fmt.Fprintf(stderr, "%s: name a sub-command\n%s\n", app.Name, usageLine(app))
+		} else {
+			fmt.Fprintf(stderr, "%s: no sub-command %q\n%s\n", app.Name, name, usageLine(app))
 		}
-		fmt.Fprintf(stderr, "usage: %s run|serve|help (got %q)\n", app.Name, strings.Join(args, " "))
+		return ExitConfig
+	}
+	// The command line first: -h needs no setting and touches no cluster.
+	fs := flag.NewFlagSet(app.Name+" "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if cmd.Flags != nil {
+		cmd.Flags(fs)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return writeCommandUsage(app, name, cmd, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "%s %s: %v\nusage: %s %s\n(%s %s -h: its flags, exit codes and settings)\n", app.Name, name, err, app.Name, synopsis(name, cmd), app.Name, name)
+		return ExitConfig
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s %s: unexpected argument %q\nusage: %s %s\n", app.Name, name, fs.Arg(0), app.Name, synopsis(name, cmd))
 		return ExitConfig
 	}
 
@@ -226,7 +262,7 @@ func execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 	early := &recorder{}
 	var cfgs []*config.Config
 	var cfgErr error
-	if cmd == "run" {
+	if name == "run" {
 		// run runs every flow the file enables, as MM2 dedicated mode does.
 		cfgs, cfgErr = config.LoadFlows(lookupEnv, slog.New(early))
 	} else {
@@ -260,11 +296,11 @@ func execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 	ctx, stop := signalContext(ctx, logger)
 	defer stop()
 	if len(cfgs) > 1 {
-		return runFlows(ctx, app, cfgs, lookupEnv, logger, stdout, args[1:])
+		return runFlows(ctx, app.Name, cmd, cfgs, lookupEnv, logger, stdout)
 	}
 	cfg := cfgs[0]
 	rec, err := metrics.New(ctx, metrics.Options{Function: app.Name, SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
-		Prometheus: cmd == "serve", LookupEnv: lookupEnv, Logger: logger})
+		Prometheus: name == "serve", LookupEnv: lookupEnv, Logger: logger})
 	if err != nil {
 		logger.Error("invalid metrics settings", "err", err.Error())
 		return ExitConfig
@@ -277,27 +313,14 @@ func execute(ctx context.Context, app App, args []string, lookupEnv func(string)
 			logger.Warn("metrics not exported", "err", err.Error())
 		}
 	}()
-	env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: logger, Stdout: stdout, Metrics: rec, Args: args[1:]}
+	env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: logger, Stdout: stdout, Metrics: rec, Args: fs.Args()}
 	if isTerminal(stderr) {
 		env.Progress = stderr
 	}
-	switch cmd {
-	case "run":
-		if app.Run == nil {
-			err = ErrNotImplemented
-		} else {
-			err = app.Run(ctx, env)
-		}
-	case "serve":
-		if app.Serve == nil {
-			err = fmt.Errorf("%s serve: %w", app.Name, ErrNotImplemented)
-		} else {
-			err = app.Serve(ctx, env)
-		}
-	default:
-		err = app.Commands[cmd].Run(ctx, env)
+	if cmd.Run == nil {
+		return exitCode(fmt.Errorf("%s %s: %w", app.Name, name, ErrNotImplemented), logger)
 	}
-	return exitCode(err, logger)
+	return exitCode(cmd.Run(ctx, env), logger)
 }
 
 func exitCode(err error, logger *slog.Logger) int {
@@ -393,13 +416,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func sortedNames(m map[string]Command) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

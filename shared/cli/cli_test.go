@@ -16,6 +16,11 @@ func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 }
 
+// runApp is a mirror with run alone, running run, and a serve that is not there.
+func runApp(run func(context.Context, Env) error) App {
+	return App{Name: "mirror", Commands: map[string]Command{"run": {Run: run}, "serve": {}}}
+}
+
 var valid = map[string]string{
 	"MM2_SOURCE_BOOTSTRAP_SERVERS": "127.0.0.1:1",
 	"MM2_TARGET_BOOTSTRAP_SERVERS": "127.0.0.1:2",
@@ -44,7 +49,7 @@ func TestExitCodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			app := App{Name: "mirror", Run: func(context.Context, Env) error { return tc.run }}
+			app := runApp(func(context.Context, Env) error { return tc.run })
 			got := Execute(context.Background(), app, tc.args, env(tc.vars), &stdout, &stderr)
 			if got != tc.want {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", got, tc.want, stdout.String(), stderr.String())
@@ -89,14 +94,14 @@ func TestRunSeveralFlows(t *testing.T) {
 	var mu sync.Mutex
 	var flows []string
 	run := func(errs map[string]error) App {
-		return App{Name: "mirror", Run: func(_ context.Context, e Env) error {
+		return runApp(func(_ context.Context, e Env) error {
 			f := e.Config.SourceAlias + "->" + e.Config.TargetAlias
 			mu.Lock()
 			flows = append(flows, f)
 			mu.Unlock()
 			e.Logger.Info("ran")
 			return errs[f]
-		}}
+		})
 	}
 	var stdout, stderr bytes.Buffer
 	if code := Execute(context.Background(), run(nil), []string{"run"}, env(vars), &stdout, &stderr); code != ExitOK {
@@ -124,7 +129,7 @@ func TestRunSeveralFlows(t *testing.T) {
 	}
 	// serve runs one flow: it asks for MM2_FLOW.
 	stderr.Reset()
-	if code := Execute(context.Background(), App{Name: "mirror", Serve: func(context.Context, Env) error { return nil }}, []string{"serve"}, env(vars), &stdout, &stderr); code != ExitConfig || !strings.Contains(stderr.String(), "choose one with MM2_FLOW") {
+	if code := Execute(context.Background(), App{Name: "mirror", Commands: map[string]Command{"serve": {Run: func(context.Context, Env) error { return nil }}}}, []string{"serve"}, env(vars), &stdout, &stderr); code != ExitConfig || !strings.Contains(stderr.String(), "choose one with MM2_FLOW") {
 		t.Errorf("serve with two flows: exit %d\n%s", code, stderr.String())
 	}
 }
@@ -138,7 +143,7 @@ func TestRefusedKeyExit2(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	ran := false
-	app := App{Name: "mirror", Run: func(context.Context, Env) error { ran = true; return nil }}
+	app := runApp(func(context.Context, Env) error { ran = true; return nil })
 	code := Execute(context.Background(), app, []string{"run"}, env(map[string]string{"MM2_CONFIG_FILE": path, "MM2_LOG_FORMAT": "json"}), &stdout, &stderr)
 	if code != ExitConfig || ran || !strings.Contains(stderr.String(), "a->b.transforms: single message transforms") {
 		t.Errorf("exit %d, ran %v\n%s", code, ran, stderr.String())

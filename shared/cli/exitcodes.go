@@ -16,7 +16,7 @@ type ExitCodeDoc struct {
 }
 
 // ExitCodes are the exit codes of `run` (and of status, plan, verify where they say so), in
-// order.
+// order. mirror cutover's and verify's own are shared/ops' Cutover* and Verify*.
 var ExitCodes = []ExitCodeDoc{
 	{ExitOK, "ExitOK",
 		"the run is done: every selected partition reached the end offsets seen at its start; or a budget (`MM2_BURST_MAX_DURATION`, `MM2_BURST_MAX_RECORDS`) ended a burst that copied records (`reason` `max-duration` / `max-records`, what is left in `lag` and the `mm2go_lag_records` gauge)",

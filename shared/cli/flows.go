@@ -11,12 +11,12 @@ import (
 	"github.com/mm2go/mm2go/shared/metrics"
 )
 
-// runFlows is `run` for an MM2 file that enables several flows: app.Run runs once per flow,
+// runFlows is `run` for an MM2 file that enables several flows: run.Run runs once per flow,
 // all at once (as MM2 dedicated mode runs a herder per flow), each with its own settings,
 // metrics and a logger that names the flow. The exit code is the most serious of the flows':
 // invalid configuration, then failure, then more to do.
-func runFlows(ctx context.Context, app App, cfgs []*config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stdout io.Writer, args []string) int {
-	if app.Run == nil {
+func runFlows(ctx context.Context, function string, run Command, cfgs []*config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stdout io.Writer) int {
+	if run.Run == nil {
 		return exitCode(ErrNotImplemented, logger)
 	}
 	out := &lockedWriter{w: stdout}
@@ -27,7 +27,7 @@ func runFlows(ctx context.Context, app App, cfgs []*config.Config, lookupEnv fun
 		go func() {
 			defer wg.Done()
 			flog := logger.With("flow", cfg.SourceAlias+"->"+cfg.TargetAlias)
-			rec, err := metrics.New(ctx, metrics.Options{Function: app.Name, SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
+			rec, err := metrics.New(ctx, metrics.Options{Function: function, SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias,
 				LookupEnv: lookupEnv, Logger: flog})
 			if err != nil {
 				flog.Error("invalid metrics settings", "err", err.Error())
@@ -41,8 +41,8 @@ func runFlows(ctx context.Context, app App, cfgs []*config.Config, lookupEnv fun
 					flog.Warn("metrics not exported", "err", err.Error())
 				}
 			}()
-			env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: flog, Stdout: out, Metrics: rec, Args: args}
-			codes[i] = exitCode(app.Run(ctx, env), flog)
+			env := Env{Config: cfg, LookupEnv: lookupEnv, Logger: flog, Stdout: out, Metrics: rec}
+			codes[i] = exitCode(run.Run(ctx, env), flog)
 		}()
 	}
 	wg.Wait()

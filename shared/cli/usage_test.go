@@ -53,7 +53,7 @@ func TestUnreadVariableWarns(t *testing.T) {
 		"MM2_SOURCE_PRODUCER_MAX_REQUEST_SIZE=abc", "MM2_TOPIC=orders", "MM2_CPU_PROFILE=", "PATH=/bin"}
 	var stdout, stderr bytes.Buffer
 	ran := false
-	app := App{Name: "mirror", Run: func(context.Context, Env) error { ran = true; return nil }}
+	app := runApp(func(context.Context, Env) error { ran = true; return nil })
 	if code := ExecuteEnviron(context.Background(), app, []string{"run"}, environ, &stdout, &stderr); code != ExitOK || !ran {
 		t.Fatalf("exit %d, ran %v\n%s", code, ran, stderr.String())
 	}
@@ -77,9 +77,9 @@ func TestUnreadVariableWarns(t *testing.T) {
 // connections would otherwise leave only the JSON summary on stdout).
 func TestRunAgainLaterLogsWhy(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	app := App{Name: "mirror", Run: func(context.Context, Env) error {
+	app := runApp(func(context.Context, Env) error {
 		return fmt.Errorf("burst: creating topic %q: connection refused (%w)", "source.orders", ErrMoreToDo)
-	}}
+	})
 	if code := Execute(context.Background(), app, []string{"run"}, env(valid), &stdout, &stderr); code != ExitMore {
 		t.Fatalf("exit %d, want %d", code, ExitMore)
 	}

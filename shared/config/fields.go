@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,9 @@ type setting struct {
 	notrim   bool
 	isSecret bool
 	// fns are the functions that read it (the fn tag, or its struct's); empty: every one.
-	fns   []string
+	fns []string
+	// cmds are the sub-commands that read it (the cmd tag); empty: every one.
+	cmds  []string
 	path  string // Go field path in Config, e.g. SourceConsumer.FetchMaxBytes
 	field reflect.Value
 }
@@ -40,6 +43,12 @@ func (s *setting) readBy(function string) bool {
 		}
 	}
 	return false
+}
+
+// readByCommand reports whether the sub-command cmd ("run", "serve", "status", ...) reads s
+// ("": every setting is listed).
+func (s *setting) readByCommand(cmd string) bool {
+	return cmd == "" || len(s.cmds) == 0 || slices.Contains(s.cmds, cmd)
 }
 
 var (
@@ -112,6 +121,7 @@ func walk(v reflect.Value, prefix, propPrefix, role string, fns []string) []sett
 			notrim:   f.Tag.Get("notrim") == "true",
 			isSecret: f.Type == secretType,
 			fns:      fieldFns,
+			cmds:     tagList(f.Tag.Get("cmd")),
 			path:     f.Name,
 			field:    v.Field(i),
 		}
@@ -122,6 +132,14 @@ func walk(v reflect.Value, prefix, propPrefix, role string, fns []string) []sett
 		out = append(out, s)
 	}
 	return out
+}
+
+// tagList splits a comma-separated tag value; "" is none.
+func tagList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }
 
 // property is the MM2 property name shown in errors and usage.

@@ -462,7 +462,11 @@ func Usage(w io.Writer) error { return UsageOf(w, "") }
 
 // UsageOf writes the settings function reads (variable, MM2 property, default, description)
 // to w, for its -h; "" writes every setting.
-func UsageOf(w io.Writer, function string) error {
+func UsageOf(w io.Writer, function string) error { return UsageOfCommand(w, function, "") }
+
+// UsageOfCommand writes the settings that function's sub-command cmd reads: those UsageOf
+// lists for function, less those whose cmd tag names other sub-commands only ("": all).
+func UsageOfCommand(w io.Writer, function, cmd string) error {
 	spec := &Config{}
 	byEnv := map[string]*setting{}
 	settings := settingsOf(spec)
@@ -473,7 +477,7 @@ func UsageOf(w io.Writer, function string) error {
 	tmpl, err := template.New("usage").Funcs(template.FuncMap{
 		"reads": func(env string) bool {
 			s := byEnv[env]
-			return s != nil && s.readBy(function)
+			return s != nil && s.readBy(function) && s.readByCommand(cmd)
 		},
 		"property": func(env string) string {
 			if s := byEnv[env]; s != nil && s.prop != "" {

@@ -75,7 +75,8 @@ type Options struct {
 	// Mode overrides the default of ModeFetch.
 	Mode Mode
 	// BurstEventTypes are the CloudEvent types that run a burst besides PingSource's. Empty:
-	// every event that is not a record event runs a burst.
+	// every event that is not a record event runs a burst if its sender passed sender
+	// authentication (serve.Authenticated); without it, PingSource's type alone.
 	BurstEventTypes []string
 	// KeyType is the KafkaSource's key-type label (payload mode), overriding the default of
 	// KeyString.

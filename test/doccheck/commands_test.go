@@ -3,8 +3,6 @@ package doccheck
 import (
 	"strings"
 	"testing"
-
-	"github.com/mm2go/mm2go/shared/app"
 )
 
 // TestGuideCommands: every command line of a function in a page's code blocks (`mirror plan`,
@@ -12,13 +10,12 @@ import (
 // front of it (MM2_FLOW=a->b mirror status) is a setting that function's -h lists, so a guide's
 // steps can be typed as they are.
 func TestGuideCommands(t *testing.T) {
-	subs := map[string]map[string]bool{
-		"mirror":     {"run": true, "serve": true, "-h": true, "help": true},
-		"checkpoint": {"run": true, "serve": true, "-h": true, "help": true},
-		"heartbeat":  {"run": true, "serve": true, "-h": true, "help": true},
-	}
-	for name := range app.OpsCommands() {
-		subs["mirror"][name] = true
+	subs := map[string]map[string]bool{}
+	for _, a := range apps() {
+		subs[a.Name] = map[string]bool{"-h": true, "--help": true, "help": true}
+		for name := range a.Commands {
+			subs[a.Name][name] = true
+		}
 	}
 	checked := 0
 	var lists map[string]map[string]bool // function -> the names its -h lists
