@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test/tracked-files.sh: fails when git tracks a built binary (ELF, Mach-O, Windows PE; by the
-# file's first bytes) or a file over 1 MiB that test/large-files.txt does not list. That list
+# file's first bytes), a symbolic link whose target is an absolute path or leaves the repository
+# (it dangles in a clean clone), or a file over 1 MiB that test/large-files.txt does not list. That list
 # holds only data the tests read, one repository path a line; `#` starts a comment.
 # Run by test/run.sh's checks step; from the repository root: test/tracked-files.sh
 set -euo pipefail
@@ -46,6 +47,16 @@ while IFS= read -r -d '' path; do
     bad=1
   fi
 done < <(git ls-files -z)
+
+# Symbolic links (mode 120000): the blob is the link's target.
+while read -r _ blob _ path; do
+  target="$(git cat-file blob "$blob")"
+  dir="$(dirname "$path")"
+  if [[ "$target" == /* ]] || ! resolved="$(realpath -m --relative-to=. "$dir/$target")" || [[ "$resolved" == ../* || "$resolved" == .. ]]; then
+    echo "tracked symbolic link $path points to $target, outside the repository: it dangles in a clean clone"
+    bad=1
+  fi
+done < <(git ls-files -s | grep '^120000' || true)
 
 if ((bad)); then
   echo "tracked-files check failed: git rm --cached the files above (or list test data in $allow_file)"
