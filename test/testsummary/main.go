@@ -1,7 +1,9 @@
 // Command testsummary runs `go test -json` and prints what a plain `go test` prints (each
-// package's result line, the output of failed tests, build errors), and records every skipped
-// test with its reason; a second call counts the skips by reason, so the end of `make test`
-// says how many tests did not run and why.
+// package's result line, the output of failed tests, build errors, and of a package that
+// failed with tests still running, as on a timeout, their output and the panic), and records
+// every skipped test with its reason and every failed package; a second call counts the skips
+// by reason and names the failed packages, so the end of `make test` says how many tests did
+// not run and why, and which packages failed.
 //
 //	testsummary -record FILE go test -json ./...   # exit status: the command's
 //	testsummary -report FILE                        # a line per skipped test, then the count line
@@ -76,6 +78,8 @@ type event struct {
 	Test    string
 	Output  string
 	Elapsed float64 // seconds, on pass, fail and skip
+	// FailedBuild is set on a package's fail event when its test binary did not build.
+	FailedBuild string
 }
 
 // tally counts the tests that passed and failed and keeps each skipped test's reason and the
@@ -84,9 +88,14 @@ type tally struct {
 	passed, failed int
 	skips          []skip
 	slow           []timed
+	pkgFails       []pkgFail
 }
 
 type skip struct{ pkg, test, reason string }
+
+// pkgFail is a package whose go test failed; why is "timed out", "build failed", "no test
+// failed" (TestMain, a panic outside tests, an os.Exit), or empty when tests of it failed.
+type pkgFail struct{ pkg, why string }
 
 // timed is a top-level test that took at least slowTest.
 type timed struct {
@@ -105,6 +114,9 @@ const (
 func filter(r io.Reader, out io.Writer) *tally {
 	t := &tally{}
 	outputs := map[string][]string{} // package + test -> output lines so far
+	var running []string             // keys of outputs, in the order the tests started
+	testFailed := map[string]bool{}  // package -> a test of it failed
+	timedOut := map[string]bool{}    // package -> its test binary panicked on -timeout
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -118,20 +130,47 @@ func filter(r io.Reader, out io.Writer) *tally {
 		switch {
 		case e.Action == "build-output":
 			fmt.Fprint(out, e.Output)
+		case e.Test == "" && e.Action == "fail":
+			// Tests still running when their package failed (a timeout, a panic, an exit)
+			// never get an event of their own: print what they wrote and count them failed.
+			for _, k := range running {
+				if lines, ok := outputs[k]; ok && strings.HasPrefix(k, e.Package+" ") {
+					t.failed++
+					testFailed[e.Package] = true
+					printOutput(out, lines)
+					delete(outputs, k)
+				}
+			}
+			why := ""
+			switch {
+			case timedOut[e.Package]:
+				why = "timed out"
+			case e.FailedBuild != "":
+				why = "build failed"
+			case !testFailed[e.Package]:
+				why = "no test failed"
+			}
+			t.pkgFails = append(t.pkgFails, pkgFail{e.Package, why})
 		case e.Test == "":
 			if e.Action == "output" && e.Output != "PASS\n" {
+				if strings.HasPrefix(e.Output, "panic: test timed out") {
+					timedOut[e.Package] = true
+				}
 				fmt.Fprint(out, e.Output)
 			}
 		case e.Action == "output":
+			if _, ok := outputs[key]; !ok {
+				running = append(running, key)
+			}
+			if strings.HasPrefix(e.Output, "panic: test timed out") {
+				timedOut[e.Package] = true
+			}
 			outputs[key] = append(outputs[key], e.Output)
 		case e.Action == "fail":
 			t.failed++
+			testFailed[e.Package] = true
 			t.time(e)
-			for _, l := range outputs[key] {
-				if !strings.HasPrefix(l, "=== ") { // RUN, PAUSE, CONT, NAME: -v's framing
-					fmt.Fprint(out, l)
-				}
-			}
+			printOutput(out, outputs[key])
 			delete(outputs, key)
 		case e.Action == "pass":
 			t.passed++
@@ -147,6 +186,15 @@ func filter(r io.Reader, out io.Writer) *tally {
 		t.failed++
 	}
 	return t
+}
+
+// printOutput prints a test's output lines without -v's framing (=== RUN, PAUSE, CONT, NAME).
+func printOutput(out io.Writer, lines []string) {
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "=== ") {
+			fmt.Fprint(out, l)
+		}
+	}
 }
 
 // time keeps e's test among the slow ones if it is a top-level test that took slowTest or more.
@@ -169,8 +217,8 @@ func skipReason(lines []string) string {
 	return "(no reason given)"
 }
 
-// appendTo appends the tally to file: "pass N", "fail N", then "skip <package> <test> <reason>"
-// lines (tab-separated).
+// appendTo appends the tally to file: "pass N", "fail N", then "skip <package> <test> <reason>",
+// "time <package> <test> <seconds>" and "pkgfail <package> <why>" lines (tab-separated).
 func (t *tally) appendTo(file string) error {
 	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -183,6 +231,9 @@ func (t *tally) appendTo(file string) error {
 	}
 	for _, s := range t.slow {
 		fmt.Fprintf(w, "time\t%s\t%s\t%.1f\n", s.pkg, s.test, s.secs)
+	}
+	for _, p := range t.pkgFails {
+		fmt.Fprintf(w, "pkgfail\t%s\t%s\n", p.pkg, p.why)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
@@ -216,6 +267,8 @@ func printReport(out io.Writer, file string) error {
 			var secs float64
 			_, err = fmt.Sscan(f[3], &secs)
 			t.slow = append(t.slow, timed{f[1], f[2], secs})
+		case len(f) == 3 && f[0] == "pkgfail":
+			t.pkgFails = append(t.pkgFails, pkgFail{f[1], f[2]})
 		case l == "":
 		default:
 			err = errors.New("bad line")
@@ -257,8 +310,26 @@ func printReport(out io.Writer, file string) error {
 	if len(why) > 0 {
 		line += ": " + strings.Join(why, "; ")
 	}
+	if n := len(t.pkgFails); n > 0 {
+		var pkgs []string
+		for _, p := range t.pkgFails {
+			if p.why == "" {
+				pkgs = append(pkgs, shortPkg(p.pkg))
+			} else {
+				pkgs = append(pkgs, shortPkg(p.pkg)+" ("+p.why+")")
+			}
+		}
+		line += fmt.Sprintf("; %d %s failed: %s", n, plural(n, "package", "packages"), strings.Join(pkgs, ", "))
+	}
 	fmt.Fprintln(out, line)
 	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func shortPkg(p string) string { return strings.TrimPrefix(p, "github.com/mm2go/mm2go/") }

@@ -60,7 +60,7 @@ func TestFilterAndReport(t *testing.T) {
 		"skipped: test/testsummary/testdata/sample TestSkipKitToo: the kit is not here\n" +
 		"skipped: test/testsummary/testdata/sample TestSub/skipped: no broker: 1\n" +
 		"skipped: deploy/check TestImage: no docker\n" +
-		"== tests: 5 passed, 2 failed, 4 skipped: 2 the kit is not here; 1 no broker: 1; 1 no docker\n"
+		"== tests: 5 passed, 2 failed, 4 skipped: 2 the kit is not here; 1 no broker: 1; 1 no docker; 1 package failed: test/testsummary/testdata/sample\n"
 	if rep.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", rep.String(), want)
 	}
