@@ -24,8 +24,11 @@ type Summary struct {
 	// starts empty and translates from the newest syncs only, as MM2 does).
 	CheckpointsLoadError string `json:"checkpoints_load_error,omitempty"`
 
-	// Translation is "mm2" (MM2's OffsetSyncStore alone) or "precise"
-	// (Options.PreciseTranslation).
+	// Translation is the offset translation used (MM2_CHECKPOINT_TRANSLATION): "mm2"
+	// (MM2's own, checkpoints identical to MM2's) or "precise" (the closest offset sync
+	// still in the offset-syncs topic).
+	//
+	// Options.PreciseTranslation selects "precise".
 	Translation string `json:"translation"`
 
 	// Groups is the number of source groups checkpointed: accepted by the
@@ -54,9 +57,10 @@ type GroupSummary struct {
 	NoSync         int `json:"no_sync"`          // no offset sync for the partition (yet)
 	OlderThanSyncs int `json:"older_than_syncs"` // committed offset older than every retained sync
 	// PreciseGain is how many records fewer the group's target consumers
-	// read again thanks to PreciseTranslation, summed over its partitions.
+	// read again thanks to precise translation than with MM2's, summed over its partitions.
 	PreciseGain int64 `json:"precise_gain,omitempty"`
-	// Sync reports the target group offset sync; nil when disabled.
+	// Sync reports the target group offset sync; null when it is disabled
+	// (sync.group.offsets.enabled).
 	Sync *GroupSync `json:"sync,omitempty"`
 }
 

@@ -73,7 +73,7 @@ type TopicSummary struct {
 type Summary struct {
 	Records int64 `json:"records"`
 	// Bytes counts the keys, values and header keys and values of the records copied; of a
-	// batch forwarded compressed (see ForwardedRecords), which is not decompressed, the
+	// batch forwarded compressed (forwarded_records), which is not decompressed, the
 	// compressed size of its records.
 	Bytes      int64                    `json:"bytes"`
 	Partitions int                      `json:"partitions"`
@@ -86,15 +86,16 @@ type Summary struct {
 	FirstRecordMS int64 `json:"first_record_ms"`
 	// TopicsReadyMS is the time from the burst's start until its remote topics were ready
 	// (created, grown or found as they should be, and, for new ones, served), -1 if the burst
-	// did not prepare them. It is the part of FirstRecordMS the target broker spends on new
+	// did not prepare them. It is the part of first_record_ms the target broker spends on new
 	// topics.
 	TopicsReadyMS int64  `json:"topics_ready_ms"`
 	Reason        string `json:"reason"`
 	Error         string `json:"error,omitempty"`
 	ExactlyOnce   bool   `json:"exactly_once"`
-	// ForwardedRecords counts the records of Records that were copied in whole batches, as
-	// the source stored them (see Options.DecodeRecords); the others were copied record by
-	// record.
+	// ForwardedRecords counts those of the records copied that went in whole batches, as the
+	// source stored them (MM2_FORWARD_BATCHES); the others were copied record by record.
+	//
+	// Options.DecodeRecords turns forwarding off.
 	ForwardedRecords int64 `json:"forwarded_records"`
 	// ResentBatches counts the forwarded batches the target refused and that were sent again
 	// (a leader moving, say). Batches to new topics wait until their partitions are served
@@ -102,7 +103,7 @@ type Summary struct {
 	ResentBatches int64 `json:"resent_batches,omitempty"`
 	// Unconfirmed counts the records sent to the target that it had not acknowledged when the
 	// burst ended (a failure, a stop, a budget with the target not answering): the target may
-	// hold them, and the next burst copies them again from the stored position. With Records,
+	// hold them, and the next burst copies them again from the stored position. With records,
 	// it bounds the duplicates a failed or stopped burst can leave (at-least-once).
 	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	// Gaps are the source records lost to the flow that this burst found and copied around

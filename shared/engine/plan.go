@@ -95,12 +95,16 @@ type Gap struct {
 	Kind string `json:"kind"`
 	// Position is the stored position (last copied offset).
 	Position int64 `json:"position"`
-	// From and To are the missing offsets [From, To): Position+1 up to the log start for
-	// GapDeleted. For GapRecreated, From is Position+1 in the old partition, whose end is
-	// unknown (To = -1), and the copy restarts at the new partition's log start.
+	// From is the first missing offset: position + 1. The missing offsets run from it up to
+	// `to` (exclusive), the log start, for a deleted gap; for a recreated one they are in the
+	// old partition, whose end is unknown (`to` is -1), and the copy restarts at the new
+	// partition's log start.
+	//
+	// Kind GapDeleted: [From, To) ends at the log start; GapRecreated: To = -1.
 	From int64 `json:"from"`
 	To   int64 `json:"to"`
-	// Records is To-From, -1 when unknown (GapRecreated).
+	// Records is the number of missing records, `to` - `from`; -1 when unknown (a recreated
+	// gap).
 	Records int64 `json:"records"`
 }
 

@@ -49,11 +49,11 @@ type Summary struct {
 	ReverseError string `json:"reverse_error,omitempty"`
 	// LatencyTopic is the remote heartbeats topic read on the target.
 	LatencyTopic string `json:"latency_topic"`
-	// Newest is the newest heartbeat found in LatencyTopic, preferring the
-	// flow's own reverse heartbeats; nil when none.
+	// Newest is the newest heartbeat found in latency_topic, preferring
+	// the flow's own reverse heartbeats; null when none.
 	Newest *Heartbeat `json:"newest_replicated_heartbeat"`
-	// ReplicationLatencyMS is the round's time minus Newest's timestamp;
-	// nil when no replicated heartbeat was found.
+	// ReplicationLatencyMS is the round's time minus the timestamp of the
+	// newest replicated heartbeat; null when none was found.
 	ReplicationLatencyMS *int64 `json:"replication_latency_ms"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,6 +125,12 @@ func TestSummaryAndExitCodesPage(t *testing.T) {
 
 	var fields strings.Builder
 	used := map[string]bool{}
+	goNames := map[string]bool{} // the summary structs' Go field names
+	for _, st := range summaryTypes {
+		for _, f := range structFields(t, st.dir, st.typ) {
+			goNames[f.goName] = true
+		}
+	}
 	for _, st := range summaryTypes {
 		fmt.Fprintf(&fields, "\n#### %s\n\n| field | type | meaning |\n|---|---|---|\n", st.heading)
 		for _, f := range structFields(t, st.dir, st.typ) {
@@ -134,6 +141,9 @@ func TestSummaryAndExitCodesPage(t *testing.T) {
 			}
 			if desc == "" {
 				t.Errorf("%s.%s: JSON field %q has neither a comment nor a fieldNotes entry", st.dir, st.typ, f.json)
+			}
+			if leak := goIdentifier(desc, goNames); leak != "" {
+				t.Errorf("%s.%s: JSON field %q: its description names the Go identifier %q, which a reader of the page does not know; write it for users (its comment, or a fieldNotes entry): %s", st.dir, st.typ, f.json, leak, desc)
 			}
 			omit := ""
 			if f.omitempty {
@@ -153,8 +163,36 @@ func TestSummaryAndExitCodesPage(t *testing.T) {
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 type jsonField struct {
-	json, typ, doc string
-	omitempty      bool
+	json, typ, doc, goName string
+	omitempty              bool
+}
+
+var (
+	// camelCase is a Go identifier of several words (ForwardedRecords, FirstRecordMS) or a
+	// selector (Options.DecodeRecords).
+	camelCase = regexp.MustCompile(`\b[A-Z][a-z0-9]+[A-Z]\w*|\b[A-Za-z]+\.[A-Z]\w*|\bnil\b`)
+	// kafkaNames are Kafka's own names a user meets in Kafka's documentation.
+	kafkaNames = map[string]bool{"DeleteRecords": true}
+	// word is a capitalized word that may be a Go field name (From, To, Position).
+	word = regexp.MustCompile(`\b[A-Z][a-z]+\b`)
+)
+
+// goIdentifier returns the first Go identifier in a field description, or "": a CamelCase
+// name, a selector, nil, or a summary struct's Go field name other than at a sentence start.
+func goIdentifier(desc string, goNames map[string]bool) string {
+	for _, m := range camelCase.FindAllString(desc, -1) {
+		if !kafkaNames[m] {
+			return m
+		}
+	}
+	for _, loc := range word.FindAllStringIndex(desc, -1) {
+		w := desc[loc[0]:loc[1]]
+		before := strings.TrimRight(desc[:loc[0]], " ")
+		if goNames[w] && before != "" && !strings.HasSuffix(before, ".") {
+			return w
+		}
+	}
+	return ""
 }
 
 // parsePkg parses a package's non-test files.
@@ -204,7 +242,10 @@ func structFields(t *testing.T, dir, typ string) []jsonField {
 				if name == "" || name == "-" {
 					continue
 				}
-				doc := strings.Join(strings.Fields(strings.TrimSpace(fl.Doc.Text()+" "+fl.Comment.Text())), " ")
+				// The first paragraph of a field's comment is for users (the page); later
+				// paragraphs are for developers and may name Go identifiers.
+				users, _, _ := strings.Cut(fl.Doc.Text(), "\n\n")
+				doc := strings.Join(strings.Fields(strings.TrimSpace(users+" "+fl.Comment.Text())), " ")
 				if len(fl.Names) == 1 {
 					// "FirstRecordMS is the time ..." reads "the time ..." in a table row.
 					if rest, ok := strings.CutPrefix(doc, fl.Names[0].Name+" "); ok {
@@ -214,7 +255,11 @@ func structFields(t *testing.T, dir, typ string) []jsonField {
 						doc = rest
 					}
 				}
-				out = append(out, jsonField{json: name, typ: jsonType(fl.Type), doc: doc, omitempty: strings.Contains(opts, "omitempty")})
+				goName := ""
+				if len(fl.Names) == 1 {
+					goName = fl.Names[0].Name
+				}
+				out = append(out, jsonField{json: name, typ: jsonType(fl.Type), doc: doc, goName: goName, omitempty: strings.Contains(opts, "omitempty")})
 			}
 			return false
 		})
