@@ -107,11 +107,11 @@ type Summary struct {
 	// it bounds the duplicates a failed or stopped burst can leave (at-least-once).
 	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	// Gaps are the source records lost to the flow that this burst found and copied around
-	// (deleted before they were mirrored, or a recreated topic); see Gap.
+	// (deleted before they were mirrored, or a recreated topic); each as below.
 	Gaps []Gap `json:"gaps,omitempty"`
 	// GivenUp names the partitions ("topic-partition") the copy gave up before their end, each
 	// with why: an exactly-once partition another instance took over ("fenced: ..."), or whose
-	// commit could not be settled ("not settled: ..."). Their records left count in Lag.
+	// commit could not be settled ("not settled: ..."). Their records left count in `lag`.
 	GivenUp map[string]string `json:"given_up,omitempty"`
 
 	parts []partResult // per partition, for the calls sharing a copy
