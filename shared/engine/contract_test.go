@@ -108,7 +108,7 @@ func TestFakeEachCopyOwnsItsOffsetSyncs(t *testing.T) {
 
 // TestFakeSlowSyncsTopicDoesNotStallCopy: the offset-syncs topic (on the source by default)
 // answering nothing must not stop the target's acknowledgements: outstanding syncs are capped
-// (MM2's 10 permits) and a sync that finds no permit waits in the writer instead of blocking
+// (per partition and per producer, below its buffer) and a sync that finds no permit waits in the writer instead of blocking
 // the producer's promise, so every record is acknowledged and every position stored while the
 // syncs topic holds every request, and once it answers the final sync of every partition is
 // written. The syncs producer's buffer is held to 50 records here so that the old engine's
@@ -327,5 +327,97 @@ func TestFakeSyncHistoryKeptThroughAckBursts(t *testing.T) {
 	}
 	if 3001-before > f.opts.OffsetLagMax {
 		t.Errorf("newest offset sync at or before 3001 is at %d: %d records to re-read, want at most %d", before, 3001-before, f.opts.OffsetLagMax)
+	}
+}
+
+// bufferedMax is a produce hook that keeps the most records its client ever held buffered.
+type bufferedMax struct {
+	mu       sync.Mutex
+	now, max int
+}
+
+func (b *bufferedMax) OnProduceRecordBuffered(*kgo.Record) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.now++
+	b.max = max(b.max, b.now)
+}
+
+func (b *bufferedMax) OnProduceRecordUnbuffered(*kgo.Record, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.now--
+}
+
+func (b *bufferedMax) most() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.max
+}
+
+// TestFakeFinalSyncsTakePermits: finish writes the final offset sync of every partition within
+// the syncs producer's permits (half its record buffer), as the per-record path does, so the
+// producer's buffer never fills. finish used to produce them without permits: with the syncs
+// topic slow and more partitions than free permits it filled the buffer, and a producer promise
+// that sent a sync then (the copy's records' promises, a sync's own) blocked its client.
+func TestFakeFinalSyncsTakePermits(t *testing.T) {
+	const parts = 6
+	f := newFakeFlow(t, map[string]int32{"orders": parts})
+	f.produce("orders", parts, 20)
+	f.opts.OffsetLagMax = 1
+	buffered := &bufferedMax{}
+	// Only the offset-syncs producer produces on the source: 4 records buffered, 2 permits.
+	f.srcExtra = []kgo.Opt{kgo.MaxBufferedRecords(4), kgo.WithHooks(buffered)}
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e := f.engine()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Burst(context.Background(), BurstOptions{})
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pos := f.positions()
+		at := 0
+		for p := range int32(parts) {
+			if pos[TP{"orders", p}] == 19 {
+				at++
+			}
+		}
+		if at == parts {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("positions %v with the syncs topic held; want 19 for all %d partitions", pos, parts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	open()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the burst did not end within 30 s of the syncs topic answering (the syncs producer buffered %d records, its permits are 2)", buffered.most())
+	}
+	if most := buffered.most(); most > 2 {
+		t.Errorf("the offset-syncs producer buffered %d records, more than its 2 permits (half its buffer of 4)", most)
+	}
+	for p, ss := range f.readSyncs("orders") {
+		if last := ss[len(ss)-1]; last.UpstreamOffset != 19 || last.DownstreamOffset != 19 {
+			t.Errorf("last offset sync of orders-%d: %+v, want 19->19", p, last)
+		}
+	}
+	if n := len(f.readSyncs("orders")); n != parts {
+		t.Errorf("offset syncs of %d partitions, want %d", n, parts)
 	}
 }

@@ -264,8 +264,8 @@ func (e *Engine) wire() {
 	e.reuse.dial, e.reuse.log, e.reuse.tgt, e.reuse.opts = e.dial, e.log, e.tgt, e.opts
 	e.reuse.positions, e.reuse.planner = e.positions, e.planner
 	e.reuse.dataOpts, e.reuse.ensureSyncs = e.dataProducerOpts, e.ensureSyncsTopic
-	e.reuse.emitter = func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, permits chan struct{}) *syncEmitter {
-		return newEmitter(e, cl, topic, shared, w, permits)
+	e.reuse.emitter = func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter {
+		return newEmitter(e, cl, topic, shared, w, gate)
 	}
 	e.runs.opts, e.runs.log, e.runs.srcAdm = e.opts, e.log, e.srcAdm
 	e.runs.positions, e.runs.planner, e.runs.reuse, e.runs.runner = e.positions, e.planner, &e.reuse, e.runner

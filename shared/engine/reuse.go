@@ -45,7 +45,7 @@ type reused struct {
 	dataOpts    func() []kgo.Opt                // the records' producer options (Engine.dataProducerOpts)
 	ensureSyncs func(ctx context.Context) error // Engine.ensureSyncsTopic
 	// emitter is newEmitter on the engine, for a shared producer of offset syncs.
-	emitter func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, permits chan struct{}) *syncEmitter
+	emitter func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter
 
 	checks singleflight.Group
 
@@ -61,13 +61,13 @@ type reused struct {
 
 	// syncWriter applies MM2's offset-sync rules across all calls, as one long-running
 	// MirrorSourceTask does (a writer per call would sync every call's first record); each
-	// call's emitter takes the syncs of its own partitions only. syncPermits caps the syncs
-	// all calls' per-record paths have in flight (maxProducerSyncs; each partition has its
-	// own maxOutstandingSyncs too). promoted is when each partition's delayed sync was last
-	// promoted.
-	syncWriter  *offsetsync.Writer
-	syncPermits chan struct{}
-	promoted    map[TP]time.Time
+	// call's emitter takes the syncs of its own partitions only. syncGate is syncCl's: the
+	// permits of all calls' syncs (maxProducerSyncs; each partition has its own
+	// maxOutstandingSyncs too) and the broker's throttles. promoted is when each partition's
+	// delayed sync was last promoted.
+	syncWriter *offsetsync.Writer
+	syncGate   *syncGate
+	promoted   map[TP]time.Time
 
 	// warming, while not nil and open, makes calls wait for WarmInBackground to end.
 	warming chan struct{}
@@ -80,14 +80,14 @@ type preparedTopic struct {
 
 func (r *reused) close() {
 	r.mu.Lock()
-	prod, posProd, syncCl, w, permits := r.prod, r.posProd, r.syncCl, r.syncWriter, r.syncPermits
+	prod, posProd, syncCl, w, gate := r.prod, r.posProd, r.syncCl, r.syncWriter, r.syncGate
 	r.prod, r.posProd, r.syncCl = nil, nil, nil
 	r.mu.Unlock()
 	if syncCl != nil && w != nil {
 		// The newest position of every partition gets its sync before the process ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		topic, _ := offsetSyncsTopic(r.opts)
-		if err := r.emitter(syncCl, topic, true, w, permits).flushAll(ctx); err != nil {
+		if err := r.emitter(syncCl, topic, true, w, gate).flushAll(ctx); err != nil {
 			r.log.Warn("last offset syncs not written", "err", err)
 		}
 		cancel()
@@ -206,11 +206,16 @@ func (r *reused) syncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) 
 	cl := r.syncCl
 	r.mu.Unlock()
 	if cl == nil {
-		mine, err := r.dial(ctx, side, syncProducerOpts(0)...)
+		gate := newSyncGate(r.log)
+		mine, err := r.dial(ctx, side, syncProducerOpts(0, gate)...)
 		if err != nil {
 			return nil, fmt.Errorf("connecting offset-syncs producer to %s: %w", side, err)
 		}
+		gate.size(mine)
 		r.mu.Lock()
+		if r.syncCl == nil {
+			r.syncGate = gate
+		}
 		r.syncCl = keepFirst(r.syncCl, mine)
 		cl = r.syncCl
 		r.mu.Unlock()
@@ -219,9 +224,8 @@ func (r *reused) syncEmitter(ctx context.Context, _ bool) (*syncEmitter, error) 
 	defer r.mu.Unlock()
 	if r.syncWriter == nil {
 		r.syncWriter = offsetsync.NewWriter(r.opts.OffsetLagMax)
-		r.syncPermits = producerSyncPermits(cl)
 	}
-	return r.emitter(cl, topic, true, r.syncWriter, r.syncPermits), nil
+	return r.emitter(cl, topic, true, r.syncWriter, r.syncGate), nil
 }
 
 // promoteOften reports whether the delayed offset sync of tp in the shared writer may be

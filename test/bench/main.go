@@ -144,8 +144,8 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 	only := strings.Split(opts.only, ",")
 	if opts.only != "" {
 		for _, name := range only {
-			if name = strings.TrimSpace(name); name != freshWorkload && !containsWorkload(all, name) {
-				return fmt.Errorf("-only: no workload named %q (workloads: %s, %s)", name, workloadNames(all), freshWorkload)
+			if name = strings.TrimSpace(name); name != freshWorkload && name != slowSyncsWorkload && !containsWorkload(all, name) {
+				return fmt.Errorf("-only: no workload named %q (workloads: %s, %s, %s)", name, workloadNames(all), slowSyncsWorkload, freshWorkload)
 			}
 		}
 	}
@@ -172,6 +172,11 @@ func run(ctx context.Context, opts options, logger *slog.Logger) error {
 		rep.Finished = time.Now().UTC()
 		if err := rep.write(opts.out, true); err != nil {
 			return err
+		}
+	}
+	if opts.only == "" || contains(only, slowSyncsWorkload) {
+		if err := h.runSlowSyncs(ctx, opts.rounds, opts.out); err != nil {
+			return fmt.Errorf("workload %s: %w", slowSyncsWorkload, err)
 		}
 	}
 	if opts.only == "" || contains(only, freshWorkload) {
