@@ -45,6 +45,13 @@ var forwardBackoff = backoff{initial: 10 * time.Millisecond, max: time.Second, t
 // cluster.DefaultBackoff).
 var eosCommitBackoff = backoff{initial: 200 * time.Millisecond, max: 5 * time.Second, budget: 2 * time.Minute}
 
+// createTopicBackoff bounds how long a burst keeps creating an internal topic it creates behind
+// its copy (a flow's first burst: the offsets topic, the offset-syncs topic) while the cluster
+// answers with retriable errors, as a broker restarting does (a KRaft broker fenced until it
+// has caught up answers CreateTopics INVALID_REPLICATION_FACTOR): 100 ms doubling to 5 s, for
+// at most finishWaitMax, as long as a burst's end waits for a cluster that stopped answering.
+var createTopicBackoff = backoff{initial: 100 * time.Millisecond, max: 5 * time.Second, budget: finishWaitMax}
+
 // delay is the wait before retry fails (1 for the first retry; 0 counts as 1).
 func (b backoff) delay(fails int) time.Duration {
 	d := b.initial

@@ -278,8 +278,10 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, br.tgt, br.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
 			offsets = createInBackground(prepared, func() (int32, error) {
-				n, _, err := ensureOffsets(ctx)
-				return n, err
+				return rideOut(ctx, br.log, br.opts.OffsetStorageTopic, func(ctx context.Context) (int32, error) {
+					n, _, err := ensureOffsets(ctx)
+					return n, err
+				})
 			})
 			defer func() { _, _ = offsets.wait(context.WithoutCancel(ctx)) }() // let it end with the run
 			planEarly(0)                                                       // no position can be stored yet: plan from the source's offsets alone
@@ -483,6 +485,28 @@ func createInBackground(start <-chan struct{}, ensure func() (int32, error)) *pe
 		t.parts, t.err = ensure()
 	}()
 	return t
+}
+
+// rideOut runs ensure (the creation of an internal topic behind a copy) again under
+// createTopicBackoff while it fails with an error a restarting or unreachable cluster gives
+// (cluster.Retriable), and returns its last outcome. A copy that took the first such answer for
+// the topic's fate copied on and could store no position of what the target acknowledged.
+func rideOut(ctx context.Context, log *slog.Logger, topic string, ensure func(context.Context) (int32, error)) (int32, error) {
+	r := createTopicBackoff.start()
+	for {
+		n, err := ensure(ctx)
+		if err == nil || ctx.Err() != nil || !cluster.Retriable(err) {
+			return n, err
+		}
+		d, ok := r.next()
+		if !ok {
+			return n, err
+		}
+		log.Warn("internal topic not created yet: the cluster answered with a retriable error; trying again", "topic", topic, "attempt", r.attempts(), "err", err)
+		if !sleep(ctx, d) {
+			return n, err
+		}
+	}
 }
 
 // ready returns the partition count if the topic is ready now.
