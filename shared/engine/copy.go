@@ -181,7 +181,9 @@ type copier struct {
 	records   atomic.Int64
 	bytes     atomic.Int64
 	forwarded atomic.Int64 // records copied in forwarded batches
-	resent    atomic.Int64 // forwarded batches sent again after the target refused them
+	// forwardWakes counts the forwarder loop's wake-ups (it waits for events, never polls).
+	forwardWakes atomic.Int64
+	resent       atomic.Int64 // forwarded batches sent again after the target refused them
 	// unconfirmed counts the records of forwarded batches whose write failed: the target may
 	// hold them (Summary.Unconfirmed, with the record path's ledgers).
 	unconfirmed atomic.Int64
@@ -189,6 +191,8 @@ type copier struct {
 
 	errMu sync.Mutex
 	err   error
+	// failed is closed with the first failure (err set): the forwarder's loop waits on it.
+	failed chan struct{}
 
 	// started is when run began; stopRequested is set when the loop ended on a stop request or
 	// a budget (both read by finishWait).
@@ -208,7 +212,7 @@ type copier struct {
 func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
 		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
-		pool: &fetchPool{}, policy: newCommitPolicy()}
+		pool: &fetchPool{}, policy: newCommitPolicy(), failed: make(chan struct{})}
 	c.alo = newCommitter(e, offsets, syncs, c.fail, func() []*partLedger {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -251,6 +255,7 @@ func (c *copier) fail(err error) {
 	defer c.errMu.Unlock()
 	if c.err == nil {
 		c.err = err
+		close(c.failed)
 	}
 }
 

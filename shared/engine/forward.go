@@ -92,6 +92,10 @@ type forwarder struct {
 	gate chan struct{}
 	// served holds a partition's first batch, and every retry, until its leader serves it.
 	served *servedWatch
+	// bytesDue wakes forwardLoop (one slot) when the bytes acknowledged reach dueAt, the commit
+	// policy's byte mark.
+	bytesDue chan struct{}
+	dueAt    atomic.Int64
 }
 
 // spareBuffers is how many joined batches' memory the forwarder keeps for reuse; the
@@ -181,25 +185,49 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 		wg.Wait()
 		close(ended)
 	}()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	lastProgress := time.Now()
+	// The loop waits for events, never polls: its partitions' end, the commit policy's interval
+	// (due) or bytes (f.bytesDue, from acked), the copy's first failure, the offsets topic a
+	// first burst creates behind the copy failing, and the progress report's second.
+	due := time.NewTimer(positionFlushInterval)
+	defer due.Stop()
+	var progress <-chan time.Time
+	if c.bo.Progress != nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		progress = t.C
+	}
+	failed, offsetsDone := c.failed, c.offsets.done
 	for running := true; running; {
+		c.forwardWakes.Add(1)
 		select {
 		case <-ended:
 			running = false
-		case <-tick.C:
+		case <-due.C:
+		case <-f.bytesDue:
+		case <-failed:
+			failed = nil
+			cancel() // a position or offset sync the committer could not write: stop forwarding
+		case <-offsetsDone:
+			offsetsDone = nil
+			if err := c.offsets.failed(); err != nil {
+				// Copying on without a place for positions would only make duplicates.
+				c.fail(fmt.Errorf("positions cannot be stored: %w", err))
+				cancel()
+			}
+		case <-progress:
+			c.bo.Progress(c.progress(start))
 		}
 		if running && c.policy.due(c.bytes.Load()) {
 			c.commits.request(commitTick) // never waits: the committer's goroutine runs the cycle
 		}
-		if running && c.error() != nil {
-			cancel() // a position or offset sync the committer could not write: stop forwarding
+		f.dueAt.Store(c.policy.acked + positionFlushBytes)
+		if !due.Stop() {
+			select { // drained if it fired and was not received
+			case <-due.C:
+			default:
+			}
 		}
-		if c.bo.Progress != nil && time.Since(lastProgress) >= time.Second {
-			lastProgress = time.Now()
-			c.bo.Progress(c.progress(start))
-		}
+		due.Reset(max(time.Until(c.policy.last.Add(positionFlushInterval)), time.Millisecond))
 	}
 	handed := 0
 	for _, p := range parts {
@@ -226,7 +254,9 @@ func (c *copier) forwardLoop(ctx context.Context, start time.Time) string {
 // and topic IDs of states' partitions on both clusters.
 func (c *copier) newForwarder(ctx context.Context, states []*partLedger) (*forwarder, []*fwdPartition, error) {
 	e := c.e
-	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1)}
+	f := &forwarder{c: c, producerID: -1, epoch: -1, timeoutMS: 30000, spare: make(chan []byte, spareBuffers), gate: make(chan struct{}, 1),
+		bytesDue: make(chan struct{}, 1)}
+	f.dueAt.Store(c.policy.acked + positionFlushBytes)
 	f.sink = batchSink{f}
 	f.served = newServedWatch(e)
 	codec, err := producerCodec(c.prod)
@@ -726,7 +756,12 @@ func (f *forwarder) acked(p *fwdPartition, it fwdItem, down int64) {
 	}
 	c.records.Add(int64(n))
 	c.forwarded.Add(int64(n))
-	c.bytes.Add(it.payloadSize)
+	if c.bytes.Add(it.payloadSize) >= f.dueAt.Load() {
+		select {
+		case f.bytesDue <- struct{}{}:
+		default:
+		}
+	}
 	for i := range int64(n) {
 		c.syncs.recordAt(st.ctx, st.sync, it.base+i, down+i)
 	}

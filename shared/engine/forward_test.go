@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -440,5 +441,56 @@ func TestRecordPathIntoUnservedPartitions(t *testing.T) {
 		if pos[TP{topic, p}] != per-1 {
 			t.Errorf("position of %s-%d = %d, want %d", topic, p, pos[TP{topic, p}], per-1)
 		}
+	}
+}
+
+// TestFakeForwarderWaitsWithoutPolling: while the target holds a forwarded batch, the
+// forwarder's loop sleeps until an event (the commit policy's interval, bytes acknowledged, a
+// failure, the end): about one wake-up per positionFlushInterval. It polled every 50 ms.
+func TestFakeForwarderWaitsWithoutPolling(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 10)
+	e := f.engine()
+	c := f.plannedCopier(e, TP{"orders", 0})
+	c.forward = true
+	release, arrived := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	md, err := f.admin(Target).Metadata(context.Background(), "src.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := md.Topics["src.orders"].ID
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if producesTo(req, "src.orders", id) {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			f.tgt.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.run(context.Background(), time.Now())
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no batch reached the target within 30 s")
+	}
+	from, w0 := time.Now(), c.forwardWakes.Load()
+	time.Sleep(4 * positionFlushInterval)
+	woke, waited := c.forwardWakes.Load()-w0, time.Since(from)
+	open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if most := int64(waited/positionFlushInterval) + 2; woke > most {
+		t.Errorf("the forwarder's loop woke %d times in %v while the target held its batch; want at most %d (one per %v commit interval)", woke, waited.Round(time.Millisecond), most, positionFlushInterval)
 	}
 }
