@@ -57,12 +57,14 @@ step "go test: test/e2e in two halves, the other packages (all -race) and the de
 work="$(mktemp -d)"; summary="$work/testsummary"; go build -o "$summary" ./test/testsummary
 # Four go test runs at once, as they mostly wait on brokers and processes: test/e2e in two
 # halves (the tests on clusters of their own: broker faults, kills, other broker versions; and
-# the rest, on the shared clusters), the main module's other packages, and the deploy module
+# the rest, on the shared clusters; the Event Hubs journeys, about 2.5 minutes each with genuine
+# MM2 and a Java consumer, run in the first half to even them out), the main module's other
+# packages, and the deploy module
 # (manifest checks, platform replay). In one ./... run, go test's package scheduling (-p, the
 # core count) started test/e2e, the long pole (13-17 minutes alone), only once the shared/
 # packages were done; the deploy module after the main one left a core idle for minutes. The
 # first run's output is printed as it comes, the others' after it, so they do not interleave.
-own_clusters='^(TestFaults.*|TestMirrorSIGKILL|TestMirrorSIGTERM|TestMirrorOnBrokerVersions|TestServeGenuineDispatcherFaults)$'
+own_clusters='^(TestFaults.*|TestMirrorSIGKILL|TestMirrorSIGTERM|TestMirrorOnBrokerVersions|TestServeGenuineDispatcherFaults|TestEventHubsJourney.*)$'
 others=$(go list ./... | grep -vx 'github.com/mm2go/mm2go/test/e2e')
 "$summary" -record "$work/tally-e2e-faults" go test -race -json -count=1 -timeout 20m -run "$own_clusters" "$@" ./test/e2e >"$work/e2e-faults.out" 2>&1 &
 e2e_faults_pid=$!

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Event Hubs profile modes, the values of MM2_<CLUSTER>_EVENTHUBS_PROFILE.
@@ -246,7 +248,21 @@ func (p Profile) ClientOpts() []kgo.Opt {
 		kgo.ProduceRequestTimeout(30 * time.Second),
 		kgo.RequestTimeoutOverhead(30 * time.Second),
 		kgo.SessionTimeout(30 * time.Second),
+		kgo.MaxVersions(eventHubsVersions()),
 	}
+}
+
+// eventHubsVersions are the request versions used with Event Hubs: the client's own, except
+// that requests whose later versions name topics by ID only stay below those versions. Event
+// Hubs has no topic IDs (it answers Metadata up to v9) but advertises later OffsetCommit
+// versions (franz-go#1312): franz-go's group commits pin v9 themselves, but an admin commit
+// (kadm's CommitOffsets: the checkpoint job's group sync, mirror cutover) sent v10 with a zero
+// topic ID and had every partition refused with UNKNOWN_TOPIC_ID.
+func eventHubsVersions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.OffsetCommit), 9)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 12)
+	return v
 }
 
 // InternalTopicConfigs returns the configs for creating an internal topic
