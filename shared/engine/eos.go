@@ -20,10 +20,10 @@ import (
 // producers initialized at once, fencing requests in flight at once, partitions whose
 // transactions end at once in a commit cycle, and the transaction timeout.
 const (
-	eosProducers          = 32
-	eosWorkers            = 8
+	eosProducers          = 64
+	eosWorkers            = 16
 	eosFencing            = 32
-	eosCommitters         = 16
+	eosCommitters         = 32
 	eosTransactionTimeout = time.Minute
 )
 
@@ -53,14 +53,17 @@ func (m producerMark) follows(n producerMark) bool { return n.id == m.id && n.ep
 // the engine's target client), which aborts the open transaction of any earlier copier of it
 // and makes it unable to commit; only then are positions read and the copy planned.
 func (e *Engine) eosCopier(ctx context.Context, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, offsets *pendingTopic, syncs *syncEmitter) (*copier, error) {
+	start := time.Now()
 	marks, err := e.fence(ctx, tps)
 	if err != nil {
 		return nil, err
 	}
+	e.log.Debug("exactly-once: transactional ids fenced", "partitions", len(tps), "elapsed", time.Since(start).String())
 	works, err := e.planner.plan(ctx, tps, remote, limit, offsets.parts)
 	if err != nil {
 		return nil, err
 	}
+	e.log.Debug("exactly-once: positions read", "partitions", len(works), "elapsed", time.Since(start).String())
 	c := newCopier(e, bo, works, offsets, syncs)
 	c.remote, c.tps = remote, tps
 	k := newEOSCommitter(c, ctx, marks)
@@ -177,6 +180,8 @@ type eosCommitter struct {
 	cons      *kgo.Client
 	admitting bool // a release cycle admits partitions (the loop's empty polls are no stall)
 
+	closing sync.WaitGroup // producers being closed (close), awaited by stop
+
 	kick    chan struct{} // a release is due (one slot: kicks coalesce)
 	reqs    chan commitRequest
 	cancel  context.CancelFunc
@@ -290,8 +295,9 @@ func (k *eosCommitter) close(p *txnPart) {
 	if id, epoch, err := p.prod.ProducerID(context.Background()); err == nil && !p.gone {
 		p.mark = producerMark{id, epoch} // a commit of transactions V2 bumps the epoch
 	}
-	p.prod.Close()
+	prod := p.prod
 	p.prod = nil
+	k.closing.Go(prod.Close) // its connections end in the background; stop waits for them
 	k.mu.Lock()
 	k.marks[p.st.w.tp] = p.mark
 	if k.parts[p.st.w.tp] == p {
@@ -452,10 +458,12 @@ func (k *eosCommitter) admitNext(ctx context.Context) ([]*txnPart, error) {
 		if len(next) == 0 {
 			return out, nil
 		}
+		began := time.Now()
 		ps, err := k.openAll(ctx, next)
 		if err != nil {
 			return out, err
 		}
+		k.e.log.Debug("exactly-once: partitions admitted", "partitions", len(next), "queued", len(k.queue), "elapsed", time.Since(began).String())
 		for _, p := range ps {
 			if p.ending {
 				k.close(p) // another instance copied it to its end
@@ -510,6 +518,7 @@ func (k *eosCommitter) stop() {
 	for _, p := range open {
 		k.close(p)
 	}
+	k.closing.Wait()
 }
 
 // run serves requests one cycle at a time until ctx ends.

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -465,5 +466,77 @@ func TestFakeExactlyOnceBoundsProducers(t *testing.T) {
 		if pos[TP{"orders", p}] != 4 {
 			t.Errorf("position of orders-%d = %d, want 4", p, pos[TP{"orders", p}])
 		}
+	}
+}
+
+// TestFakeExactlyOnceStopWhileSettlingWaitsGrace: a stop request that arrives while an
+// exactly-once commit is being settled, with the settling's read of the stored position
+// waiting for an open transaction on the offsets topic to be decided (waitStable, which waits
+// up to the transaction timeout and 15 s more), ends the burst after the copy's grace: it
+// fails with the commit unsettled (the next run settles it), not after waitStable gave up.
+func TestFakeExactlyOnceStopWhileSettlingWaitsGrace(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 10)
+	f.extra = []kgo.Opt{kgo.RequestRetries(1)}
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := f.client(Target, kgo.TransactionalID("holder"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Minute))
+	var (
+		mu       sync.Mutex
+		answered int
+		holdErr  error
+		stopped  atomic.Bool
+	)
+	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		mu.Lock()
+		if !end.Commit || end.TransactionalID == "holder" || answered >= 2 {
+			mu.Unlock()
+			return nil, nil, false
+		}
+		answered++
+		n := answered
+		mu.Unlock() // not held while sleeping: the wakeup takes it
+		if n == 1 {
+			// An open transaction on the offsets topic's partition of orders-0's position.
+			f.tgt.SleepControl(func() {
+				parts, _, err := e.positions.ensure(context.Background())
+				if err == nil {
+					err = holder.BeginTransaction()
+				}
+				if err == nil {
+					err = holder.ProduceSync(context.Background(), e.positions.record(TP{"orders", 0}, 3, parts)).FirstErr()
+				}
+				mu.Lock()
+				holdErr = err
+				mu.Unlock()
+			})
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	f.tgt.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		mu.Lock()
+		settling := answered >= 2
+		mu.Unlock()
+		if settling && req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 && !stopped.Swap(true) {
+			cancel() // the stop request, while the settling waits for the offsets topic
+		}
+		return nil, nil, false
+	})
+	s, err := e.Burst(ctx, BurstOptions{Grace: 200 * time.Millisecond})
+	mu.Lock()
+	if answered != 2 || holdErr != nil || !stopped.Load() {
+		t.Fatalf("%d commits unsettled, open transaction: %v, stop requested while settling: %v", answered, holdErr, stopped.Load())
+	}
+	mu.Unlock()
+	var u *unsettledCommit
+	if !errors.As(err, &u) || strings.Contains(err.Error(), "undecided") {
+		t.Fatalf("burst: %v (summary %+v); want the commit unsettled by the stop, not waitStable's giving up", err, s)
 	}
 }
