@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -349,8 +350,10 @@ type contender struct {
 	// the median one.
 	Rounds *roundSpread `json:"rounds,omitempty"`
 
-	// remote are the target topics it wrote, in the order of the source topics.
-	remote []string
+	// remote are the target topics it wrote, in the order of the source topics; committed says
+	// they were written in transactions (verify reads them read_committed).
+	remote    []string
+	committed bool
 }
 
 // roundSpread is what a contender's runs of a workload ranged over: done time, CPU per GB and
@@ -398,7 +401,11 @@ func (c *contender) rusage(ps *os.ProcessState) int64 {
 // watch starts cmds and polls the target until want more records than topics held before
 // arrived, then calls finish (which must make every cmd exit) and collects the children's
 // peak RSS and CPU time.
-func (h *harness) watch(ctx context.Context, cmds []*exec.Cmd, topics []string, want int64, bytes int64, finish func()) (contender, error) {
+//
+// With exitDone (a transactional copy, whose end offsets count its transaction markers) the
+// end offsets are not a count of records: the copy is done when its processes exit, and
+// verify counts the records committed.
+func (h *harness) watch(ctx context.Context, cmds []*exec.Cmd, topics []string, want int64, bytes int64, finish func(), exitDone bool) (contender, error) {
 	c := contender{BurstFirstRecordMS: -1, BurstTopicsReadyMS: -1, Processes: len(cmds), remote: topics}
 	base := h.targetCount(ctx, topics)
 	start := time.Now()
@@ -438,7 +445,7 @@ poll:
 		if n > 0 && c.FirstRecord == 0 {
 			c.FirstRecord = time.Since(start)
 		}
-		if n >= want {
+		if n >= want && !exitDone {
 			c.Done = time.Since(start)
 			c.Copied = n
 			break
@@ -462,6 +469,10 @@ poll:
 			// Every process finished (mirror run exits when done): its records are durable,
 			// so "done" is now; the count only has to confirm them.
 			c.Done = time.Since(start)
+			if exitDone {
+				c.Copied = want // verify counts what is committed
+				break poll
+			}
 			for end := time.Now().Add(30 * time.Second); n < want && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 				n = h.targetCount(ctx, topics) - base
 			}
@@ -528,6 +539,7 @@ const (
 	nameBaseline = "mirror run (baseline)"
 	nameRoomy    = "mirror run, 256 MiB"
 	nameRecords  = "mirror run, record by record"
+	nameEOS      = "mirror run, exactly-once"
 	nameSplit    = "mirror run ×2 (burst group)"
 	nameServe    = "mirror serve"
 	nameProducer = "producer perf (ceiling)"
@@ -561,7 +573,7 @@ func (h *harness) runMM2(ctx context.Context, w workload, topics []string, tuned
 	defer logFile.Close()
 	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-	})
+	}, false)
 	c.Name = nameMM2
 	if tuned {
 		c.Name = nameMM2Tuned
@@ -687,6 +699,9 @@ var (
 	// mirrorRecords copies record by record, batch forwarding off: what forwarding buys, in
 	// the same run.
 	mirrorRecords = mirrorVariant{"recsrc", "rectgt", "mirror-records", nameRecords, []string{"MM2_FORWARD_BATCHES=false"}, false}
+	// mirrorEOS copies exactly-once (MM2_EXACTLY_ONCE=true): done when the process exits (its
+	// transactions committed), checked by what a read_committed reader sees.
+	mirrorEOS = mirrorVariant{"eossrc", "eostgt", "mirror-eos", nameEOS, []string{"MM2_EXACTLY_ONCE=true"}, false}
 	// mirrorBaseline is mirror run with default settings, built from the -baseline revision.
 	mirrorBaseline = mirrorVariant{"basesrc", "basetgt", "mirror-baseline", nameBaseline, nil, true}
 )
@@ -702,8 +717,11 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v 
 		cmd.Path, cmd.Args[0] = h.baselineBin, h.baselineBin
 	}
 	// mirror run exits by itself once done (after committing its positions): just wait.
-	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
-	c.Name = name
+	// Exactly-once: the remote end offsets count transaction markers too, so only the exit
+	// says done; verify counts what a read_committed reader sees.
+	eos := slices.Contains(v.env, "MM2_EXACTLY_ONCE=true")
+	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {}, eos)
+	c.Name, c.committed = name, eos
 	if err == nil {
 		c.BurstFirstRecordMS, c.BurstTopicsReadyMS, err = burstFirstRecord(logFile.Name())
 	}
@@ -729,7 +747,7 @@ func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (co
 		}
 		cmds, logs, remote = append(cmds, cmd), append(logs, logFile), r
 	}
-	c, err := h.watch(ctx, cmds, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c, err := h.watch(ctx, cmds, remote, int64(w.totalRecords()), w.totalBytes(), func() {}, false)
 	c.Name = nameSplit
 	if err == nil {
 		// The earlier of the two members' own figures.

@@ -50,6 +50,7 @@ func main() {
 	flag.IntVar(&opts.sourcePort, "source-port", 61092, "PLAINTEXT port of the bench source cluster")
 	flag.IntVar(&opts.targetPort, "target-port", 62092, "PLAINTEXT port of the bench target cluster")
 	flag.BoolVar(&opts.skipTuned, "skip-mm2-tuned", false, "do not run the tuned MirrorMaker 2")
+	flag.BoolVar(&opts.skipEOS, "skip-eos", false, "do not run the exactly-once mirror run (MM2_EXACTLY_ONCE=true)")
 	flag.BoolVar(&opts.skipVariants, "skip-variants", false, "do not run mirror run's variants (record by record, 256 MiB): the default mirror run (and the -baseline) only")
 	flag.BoolVar(&opts.skipCeiling, "skip-ceiling", false, "do not measure the ceiling (large-batch producer perf tests, raw franz-go copy)")
 	flag.StringVar(&opts.ceilingProcs, "ceiling-procs", "1,2", "comma-separated numbers of parallel producer perf processes to try for the ceiling (262144-byte batches); one process also tries 1048576-byte batches")
@@ -83,6 +84,7 @@ type options struct {
 	skipServe, skipTuned   bool
 	skipCeiling            bool
 	skipVariants           bool
+	skipEOS                bool
 	ceilingProcs           string
 	keepTopics             bool
 	rounds                 int

@@ -66,7 +66,7 @@ func (h *harness) runRaw(ctx context.Context, w workload, topics []string) (cont
 	cmd := exec.CommandContext(ctx, h.self, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {})
+	c, err := h.watch(ctx, []*exec.Cmd{cmd}, remote, int64(w.totalRecords()), w.totalBytes(), func() {}, false)
 	c.Name = nameRaw
 	if err != nil {
 		err = fmt.Errorf("%w\n%s", err, out.String())

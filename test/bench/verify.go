@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -261,4 +262,157 @@ func partitionDirs(dir string, set map[string]bool) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// verifyCommitted checks a transactional copy as a read_committed reader sees it: every remote
+// partition holds exactly as many committed records as the source partition (which has no
+// transactions, so its end offset counts its records), and a sample at the head and the tail
+// of up to four partitions of up to four topics is byte-identical, record by record in order,
+// to the source's (the target's offsets differ: its transaction markers take offsets too).
+func (h *harness) verifyCommitted(ctx context.Context, w workload, topics, remote []string) (string, error) {
+	srcEnds, err := h.srcAdm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = srcEnds.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("listing source end offsets: %w", err)
+	}
+	per := 50
+	if w.Size > 100_000 {
+		per = 2
+	} else if w.Size > 2000 {
+		per = 20
+	}
+	sampled := map[string]bool{}
+	for ti := 0; ti < len(topics); ti += max(1, len(topics)/4) {
+		for p := int32(0); p < w.Partitions; p += max(1, w.Partitions/4) {
+			sampled[fmt.Sprintf("%s/%d", remote[ti], p)] = true
+		}
+	}
+	counts, heads, tails, err := readCommitted(ctx, h.target, remote, per, sampled)
+	if err != nil {
+		return "", err
+	}
+	var problems []error
+	partitions, compared := 0, 0
+	for i, t := range topics {
+		for p := int32(0); p < w.Partitions; p++ {
+			partitions++
+			s, _ := srcEnds.Lookup(t, p)
+			key := fmt.Sprintf("%s/%d", remote[i], p)
+			if n := counts[key]; n != s.Offset {
+				problems = append(problems, fmt.Errorf("%s[%d] holds %d committed records, source %s[%d] %d", remote[i], p, n, t, p, s.Offset))
+				continue
+			}
+			if !sampled[key] || s.Offset == 0 {
+				continue
+			}
+			samples := []committedSample{{0, min(int64(per), s.Offset), heads[key]}}
+			if s.Offset > int64(per) {
+				samples = append(samples, committedSample{s.Offset - int64(per), s.Offset, tails[key]})
+			}
+			for _, r := range samples {
+				src, err := readRange(ctx, h.source, t, p, r.from, r.to)
+				if err != nil {
+					return "", fmt.Errorf("reading the source sample: %w", err)
+				}
+				dst := r.dst
+				for k := range src {
+					if k >= len(dst) {
+						return "", fmt.Errorf("%s[%d]: %d committed records sampled, source has %d at offsets %d-%d", remote[i], p, len(dst), len(src), r.from, r.to-1)
+					}
+					d := *dst[k]
+					d.Offset = src[k].Offset // the target's offsets count its transaction markers
+					if err := sameRecord(src[k], &d); err != nil {
+						return "", fmt.Errorf("%s[%d] committed record %d: %w", remote[i], p, r.from+int64(k), err)
+					}
+					compared++
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return "", errors.Join(problems[:min(len(problems), 5)]...)
+	}
+	return fmt.Sprintf("%d partitions hold the source's records once, read_committed; %d records byte-identical in order", partitions, compared), nil
+}
+
+// committedSample is the source offsets [from, to) of a partition and the committed records
+// read from its copy that must match them, in order.
+type committedSample struct {
+	from, to int64
+	dst      []*kgo.Record
+}
+
+// readCommitted reads every partition of topics read_committed up to its last stable offset
+// and returns, by "topic/partition", how many data records it holds and, for the sampled
+// partitions, the first and the last per of them.
+func readCommitted(ctx context.Context, bootstrap string, topics []string, per int, sampled map[string]bool) (counts map[string]int64, heads, tails map[string][]*kgo.Record, err error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer adm.Close()
+	_, lsos, err := cluster.ListOffsets(ctx, kadm.NewClient(adm), true, topics...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing the target's last stable offsets: %w", err)
+	}
+	if err := lsos.Error(); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing the target's last stable offsets: %w", err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	left := map[string]int64{}
+	lsos.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			if from[o.Topic] == nil {
+				from[o.Topic] = map[int32]kgo.Offset{}
+			}
+			from[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+			left[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.Offset
+		}
+	})
+	counts, heads, tails = map[string]int64{}, map[string][]*kgo.Record{}, map[string][]*kgo.Record{}
+	if len(left) == 0 {
+		return counts, heads, tails, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(from),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxBytes(32<<20))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, fmt.Errorf("reading the target read_committed (%d partitions not read to their end): %w", len(left), err)
+		}
+		if err := fs.Err(); err != nil {
+			return nil, nil, nil, fmt.Errorf("reading the target read_committed: %w", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			key := fmt.Sprintf("%s/%d", r.Topic, r.Partition)
+			end, ok := left[key]
+			if !ok {
+				return
+			}
+			if !r.Attrs.IsControl() && r.Offset < end {
+				counts[key]++
+				if sampled[key] {
+					if len(heads[key]) < per {
+						heads[key] = append(heads[key], r)
+					}
+					if tails[key] = append(tails[key], r); len(tails[key]) > per {
+						tails[key] = tails[key][1:]
+					}
+				}
+			}
+			if r.Offset >= end-1 {
+				delete(left, key)
+			}
+		})
+	}
+	return counts, heads, tails, nil
 }

@@ -122,6 +122,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameMM2Tuned, opts.skipMM2 || opts.skipTuned, func() (contender, error) { return h.runMM2(ctx, w, topics, true) }},
 		{nameMirror, opts.skipMirror, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorDefault) }},
 		{nameBaseline, opts.skipMirror || h.baselineBin == "", func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorBaseline) }},
+		{nameEOS, opts.skipMirror || opts.skipEOS || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorEOS) }},
 		{nameRecords, opts.skipMirror || opts.skipVariants || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRecords) }},
 		{nameRoomy, opts.skipMirror || opts.skipVariants || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
@@ -239,7 +240,11 @@ func (h *harness) check(ctx context.Context, w workload, topics []string, c *con
 	if len(c.remote) == 0 {
 		return
 	}
-	verified, err := h.verify(ctx, w, topics, c.remote)
+	verify := h.verify
+	if c.committed {
+		verify = h.verifyCommitted
+	}
+	verified, err := verify(ctx, w, topics, c.remote)
 	if err != nil {
 		c.Mismatch = err.Error()
 		h.logger.Error("copy differs from the source: left out of the ratios", "contender", c.Name, "workload", w.Name, "err", err)
@@ -345,6 +350,7 @@ func contenderSettings() []contenderSetting {
 		{nameMM2Tuned, "as MM2, plus " + strings.ReplaceAll(strings.TrimSpace(mm2Tuning), "\n", ", ") + "; JVM -Xms1g -Xmx1g (KAFKA_HEAP_OPTS=-Xmx1g -Xms1g)."},
 		{nameMirror, "functions/mirror `mirror run`, a flow of its own per workload, default settings (batches forwarded whole where the target producer writes their codec, 8 MiB in flight over up to 16 partitions down to 2 MiB over 64 or more, fetches of 512 KiB growing by 4 KiB per partition over 128 up to 4 MiB, scaled by compression, target producer linger 5 ms, acks=all, idempotent; soft memory limit 40 MiB), replication factors 1; for compressed workloads MM2_TARGET_PRODUCER_COMPRESSION_TYPE as the source's."},
 		{nameBaseline, "as mirror run, built from the -baseline revision (the report's machine line names its commit): a before/after comparison of two builds, interleaved round by round on the same brokers."},
+		{nameEOS, "as mirror run, with MM2_EXACTLY_ONCE=true: records and positions in transactions (a transactional producer per partition being copied, at most 64 at once), read_committed source reads. Done when the process exits; checked by a read_committed reader of the target (every partition holds the source's records once, in order, a sample byte-identical)."},
 		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer."},
 		{nameRoomy, "as mirror run, with the memory the raw copy takes spent on larger budgets: " + strings.Join(roomyEnv, ", ") + "."},
 		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
