@@ -18,14 +18,20 @@ import (
 
 // limitError gives the errors that come from a limit of a cluster, which no later run can get
 // past unchanged, the setting and the fix: a replication factor the cluster cannot give is a
-// settings error (exit 2) naming the setting that gave it; a record larger than an Event Hubs
+// settings error (exit 2) naming the setting that gave it; so are positions lost to the
+// offsets topic's retention (engine.PositionsLostError names the choices); a record larger than an Event Hubs
 // target takes says that no setting raises that limit and what to do instead (exit 1, as
 // before). Other errors are returned as they are.
 func limitError(cfg *config.Config, err error) error {
-	var rf *cluster.ReplicationFactorError
+	var (
+		rf   *cluster.ReplicationFactorError
+		lost *engine.PositionsLostError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &lost):
+		return &cli.ConfigError{Err: err}
 	case errors.As(err, &rf):
 		return &cli.ConfigError{Err: fmt.Errorf("%s: %w", replicationFactorSetting(cfg, rf.Topic), err)}
 	case errors.Is(err, kerr.MessageTooLarge) && targetIsEventHubs(cfg):

@@ -192,6 +192,9 @@ func (pn *topicPlanner) planFrom(ctx context.Context, tps []TP, remote map[strin
 		return nil, err
 	}
 	maps.Copy(positions, read)
+	if err := pn.checkLost(ctx, tps, remote, positions, offsetsParts); err != nil {
+		return nil, err
+	}
 	return pn.planCopies(ctx, tps, remote, limit, positions, true)
 }
 
