@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,26 +322,16 @@ func (e *BudgetError) Error() string {
 			e.MaxTopics, e.Existing, len(e.New), strings.Join(e.New, ", "), e.Over, e.envPrefix))
 	}
 	if len(e.TooWide) > 0 {
-		names := make([]string, 0, len(e.TooWide))
-		for n := range e.TooWide {
-			names = append(names, n)
-		}
-		sort.Strings(names)
 		var w []string
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(e.TooWide)) {
 			w = append(w, fmt.Sprintf("%s needs %d (%d over)", n, e.TooWide[n], e.TooWide[n]-e.MaxPartitions))
 		}
 		parts = append(parts, fmt.Sprintf("an event hub has at most %d partitions: %s; raise %sEVENTHUBS_MAX_PARTITIONS if the tier allows more",
 			e.MaxPartitions, strings.Join(w, ", "), e.envPrefix))
 	}
 	if len(e.Fixed) > 0 {
-		names := make([]string, 0, len(e.Fixed))
-		for n := range e.Fixed {
-			names = append(names, n)
-		}
-		sort.Strings(names)
 		var w []string
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(e.Fixed)) {
 			w = append(w, fmt.Sprintf("%s has %d and its source %d", n, e.Fixed[n][0], e.Fixed[n][1]))
 		}
 		parts = append(parts, fmt.Sprintf("an event hub of the %s tier cannot gain partitions (%s), so the new source partitions cannot be copied: "+
