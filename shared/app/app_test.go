@@ -70,9 +70,12 @@ func TestRefreshTopicsWarn(t *testing.T) {
 	}
 }
 
-// TestBurstOutcome: a burst a budget ended after it copied records is a success (exit 0, the
-// reason and lag in the summary); one that copied nothing with records left, a stop signal or
-// an unreachable cluster is "run again later" (exit 3); other errors fail (exit 1).
+// TestBurstOutcome: a burst done with nothing left, or one a budget ended after it copied
+// records, is a success (exit 0, the reason and lag in the summary); one done with partitions
+// given up and records left (fenced, not settled, stalled: named in the error as in the
+// summary), one that copied nothing with records left, a stop signal or an unreachable cluster
+// is "run again later" (exit 3); other errors fail (exit 1). A partition given up that another
+// member of the burst group owns now leaves no lag: exit 0.
 func TestBurstOutcome(t *testing.T) {
 	live := context.Background()
 	stopped, cancel := context.WithCancel(live)
@@ -86,6 +89,12 @@ func TestBurstOutcome(t *testing.T) {
 		want int
 	}{
 		{"done", live, engine.Summary{Records: 10, Reason: engine.ReasonDone}, nil, cli.ExitOK},
+		{"done with a partition fenced", live, engine.Summary{Records: 10, Lag: 5, Reason: engine.ReasonDone,
+			GivenUp: map[string]string{"orders-1": "fenced: another instance took it over"}}, nil, cli.ExitMore},
+		{"done with a partition stalled", live, engine.Summary{Records: 20, Lag: 5, Reason: engine.ReasonDone,
+			GivenUp: map[string]string{"orders-1": "stalled: the source yielded no record from offset 10 to its end offset 15"}}, nil, cli.ExitMore},
+		{"done, a fenced partition owned by another member", live, engine.Summary{Records: 10, Reason: engine.ReasonDone,
+			GivenUp: map[string]string{"orders-1": "fenced: another instance took it over; another member of the burst group owns it now"}}, nil, cli.ExitOK},
 		{"max-duration with records left", live, engine.Summary{Records: 10, Lag: 90, Reason: engine.ReasonMaxDuration}, nil, cli.ExitOK},
 		{"max-records with records left", live, engine.Summary{Records: 10, Lag: 90, Reason: engine.ReasonMaxRecords}, nil, cli.ExitOK},
 		{"max-duration without progress", live, engine.Summary{Lag: 90, Reason: engine.ReasonMaxDuration}, nil, cli.ExitMore},
@@ -105,6 +114,11 @@ func TestBurstOutcome(t *testing.T) {
 			}
 			if code != tc.want {
 				t.Errorf("burstOutcome(%+v, %v) = %v: exit %d, want %d", tc.s, tc.err, err, code, tc.want)
+			}
+			for tp := range tc.s.GivenUp {
+				if err != nil && !strings.Contains(err.Error(), tp) {
+					t.Errorf("burstOutcome(%+v) = %v: does not name the partition given up, %s", tc.s, err, tp)
+				}
 			}
 		})
 	}

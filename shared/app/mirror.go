@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,14 +161,17 @@ func MirrorRun(ctx context.Context, env cli.Env) error {
 
 // burstOutcome maps a finished burst to MirrorRun's result, hence its exit code
 // (docs/summary-and-exit-codes.md):
+//   - a burst done with nothing left (every selected partition at its end, or owned by another
+//     member of its burst group now) is a success (exit 0);
 //   - a budget (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS) that ended a burst which copied
 //     records is a success (exit 0): the time or record box was asked for, the positions are
 //     stored, the next scheduled run continues, and what is left shows as the summary's lag
 //     and the mm2go_lag_records gauge. A scheduler (Kubernetes Job, Container Apps job) must
 //     not mark it failed and retry it;
-//   - a budget that ended a burst which copied nothing while records were left, a stop
-//     signal, or a cluster unreachable for longer than the burst waits is "run again later"
-//     (cli.ErrMoreToDo, exit 3);
+//   - a burst done with records left (partitions given up: fenced, not settled, stalled; the
+//     summary's given_up names them), a budget that ended a burst which copied nothing while
+//     records were left, a stop signal, or a cluster unreachable for longer than the burst
+//     waits is "run again later" (cli.ErrMoreToDo, exit 3);
 //   - any other error fails the run (exit 1).
 func burstOutcome(ctx context.Context, s engine.Summary, err error) error {
 	if err != nil && ctx.Err() != nil && s.Records == 0 {
@@ -181,14 +186,31 @@ func burstOutcome(ctx context.Context, s engine.Summary, err error) error {
 	if err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
-	if !s.MoreToDo() || s.Reason == engine.ReasonDone {
+	if !s.MoreToDo() {
 		return nil
 	}
-	budget := s.Reason == engine.ReasonMaxDuration || s.Reason == engine.ReasonMaxRecords
-	if budget && s.Records > 0 {
-		return nil
+	switch s.Reason {
+	case engine.ReasonDone:
+		return fmt.Errorf("done with %d records copied and %d left in partitions given up (%s): %w", s.Records, s.Lag, givenUp(s), cli.ErrMoreToDo)
+	case engine.ReasonMaxDuration, engine.ReasonMaxRecords:
+		if s.Records > 0 {
+			return nil
+		}
 	}
 	return fmt.Errorf("%s with %d records copied and %d left: %w", s.Reason, s.Records, s.Lag, cli.ErrMoreToDo)
+}
+
+// givenUp lists the partitions a summary names as given up, with why, in order.
+func givenUp(s engine.Summary) string {
+	if len(s.GivenUp) == 0 {
+		return "none named"
+	}
+	names := make([]string, 0, len(s.GivenUp))
+	for tp, why := range s.GivenUp {
+		names = append(names, tp+": "+why)
+	}
+	slices.Sort(names)
+	return strings.Join(names, "; ")
 }
 
 func logSummary(logger *slog.Logger, s engine.Summary) {

@@ -1192,7 +1192,7 @@ func (c *copier) progress(start time.Time) Progress {
 func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	parts := make([]partResult, 0, len(c.states))
 	c.mu.Lock()
-	held := c.held
+	held, stalled := c.held, c.stalled
 	c.mu.Unlock()
 	unconfirmed := c.unconfirmed.Load()
 	for _, st := range c.states {
@@ -1203,10 +1203,17 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 			next = max(next, p+1)
 		}
 		lag := max(0, st.w.end-next)
+		gaveUp := st.gaveUp
+		if gaveUp == "" && stalled && lag > 0 && reason == ReasonDone {
+			gaveUp = fmt.Sprintf("stalled: the source yielded no record from offset %d to its end offset %d", next, st.w.end)
+		}
 		if c.bo.Group != "" && held[st.w.tp] != st {
 			lag = 0 // revoked before this member left: the group handed it to another
+			if gaveUp != "" {
+				gaveUp += "; another member of the burst group owns it now"
+			}
 		}
-		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: lag, next: next, gaveUp: st.gaveUp})
+		parts = append(parts, partResult{tp: st.w.tp, remote: st.w.remote, records: st.records, bytes: st.bytes, lag: lag, next: next, gaveUp: gaveUp})
 		st.mu.Unlock()
 	}
 	err := c.error()

@@ -144,9 +144,9 @@ func (h onFetchBatch) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.Fe
 // records past what it holds (a tail that yields nothing); both modes fetch the two partitions
 // in one source consumer (a Fetch request naming both), copy the 20 records there are, give up
 // on the stalled tail with the copier's stall watch (its log line), store positions 9 and end
-// with the same summary: done, 20 records, lag 5. Before exactly-once moved onto the copier's
-// loop it fetched each partition with a consumer of its own and gave up on its own rule,
-// without the log line.
+// with the same summary: done, 20 records, lag 5, orders-1 given up as stalled (`mirror run`
+// exits 3 on it). Before exactly-once moved onto the copier's loop it fetched each partition
+// with a consumer of its own and gave up on its own rule, without the log line.
 func TestFakeExactlyOnceSharesTheLoop(t *testing.T) {
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", eos), func(t *testing.T) {
@@ -194,6 +194,9 @@ func TestFakeExactlyOnceSharesTheLoop(t *testing.T) {
 			s, err := f.engine().Burst(context.Background(), BurstOptions{})
 			if err != nil || s.Reason != ReasonDone || s.Records != 20 || s.Lag != 5 || s.ExactlyOnce != eos {
 				t.Fatalf("burst: %+v, %v; want done, 20 records, lag 5, exactly-once %v", s, err, eos)
+			}
+			if why := s.GivenUp["orders-1"]; len(s.GivenUp) != 1 || !strings.HasPrefix(why, "stalled: the source yielded no record from offset 10 to its end offset 15") {
+				t.Errorf("partitions given up: %v; want orders-1 alone, stalled from offset 10 to 15", s.GivenUp)
 			}
 			if !both.Load() {
 				t.Errorf("no Fetch request named both partitions of orders: not one consumer over the burst's partitions")
