@@ -293,21 +293,8 @@ func TestFakeSyncHistoryKeptThroughAckBursts(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 1})
 	f.produce("orders", 1, 5000)
 	f.opts.OffsetLagMax = 100
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
+	open, done := f.burstWithSyncsHeld()
 	defer open()
-	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.src.KeepControl()
-		f.src.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
-	e := f.engine()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Burst(context.Background(), BurstOptions{})
-		done <- err
-	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for f.positions()[TP{"orders", 0}] != 4999 {
 		if time.Now().After(deadline) {
@@ -368,21 +355,8 @@ func TestFakeFinalSyncsTakePermits(t *testing.T) {
 	buffered := &bufferedMax{}
 	// Only the offset-syncs producer produces on the source: 4 records buffered, 2 permits.
 	f.srcExtra = []kgo.Opt{kgo.MaxBufferedRecords(4), kgo.WithHooks(buffered)}
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
+	open, done := f.burstWithSyncsHeld()
 	defer open()
-	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.src.KeepControl()
-		f.src.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
-	e := f.engine()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Burst(context.Background(), BurstOptions{})
-		done <- err
-	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pos := f.positions()
@@ -420,4 +394,25 @@ func TestFakeFinalSyncsTakePermits(t *testing.T) {
 	if n := len(f.readSyncs("orders")); n != parts {
 		t.Errorf("offset syncs of %d partitions, want %d", n, parts)
 	}
+}
+
+// burstWithSyncsHeld starts a burst of f while the source (where only the offset-syncs
+// producer produces) holds every produce request until open is called; done gets the burst's
+// error.
+func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan error) {
+	release := make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(release) }) }
+	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e := f.engine()
+	ch := make(chan error, 1)
+	go func() {
+		_, err := e.Burst(context.Background(), BurstOptions{})
+		ch <- err
+	}()
+	return open, ch
 }

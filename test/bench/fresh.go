@@ -1022,19 +1022,7 @@ func freshSettings(fo freshOptions) map[string]string {
 	}
 }
 
-func (r freshReport) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "freshness.json"), js, 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "freshness.md"), []byte(r.markdown()), 0o644)
-}
+func (r freshReport) write(dir string) error { return writeReport(dir, "freshness", r, r.markdown()) }
 
 func (r freshReport) markdown() string {
 	var b strings.Builder

@@ -228,17 +228,22 @@ func (r slowSyncsReport) median(throttled bool) float64 {
 }
 
 func (r slowSyncsReport) write(dir string) error {
+	return writeReport(dir, slowSyncsWorkload, r, r.markdown())
+}
+
+// writeReport writes a workload's report of its own into dir: name.json (v) and name.md (md).
+func writeReport(dir, name string, v any, md string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(r, "", "  ")
+	js, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "slow-syncs.json"), js, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), js, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "slow-syncs.md"), []byte(r.markdown()), 0o644)
+	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644)
 }
 
 func (r slowSyncsReport) markdown() string {
