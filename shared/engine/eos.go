@@ -180,8 +180,6 @@ type eosCommitter struct {
 	cons      *kgo.Client
 	admitting bool // a release cycle admits partitions (the loop's empty polls are no stall)
 
-	closing sync.WaitGroup // producers being closed (close), awaited by stop
-
 	kick    chan struct{} // a release is due (one slot: kicks coalesce)
 	reqs    chan commitRequest
 	cancel  context.CancelFunc
@@ -295,9 +293,8 @@ func (k *eosCommitter) close(p *txnPart) {
 	if id, epoch, err := p.prod.ProducerID(context.Background()); err == nil && !p.gone {
 		p.mark = producerMark{id, epoch} // a commit of transactions V2 bumps the epoch
 	}
-	prod := p.prod
+	p.prod.Close() // before its slot is free: at most eosProducers are open at once
 	p.prod = nil
-	k.closing.Go(prod.Close) // its connections end in the background; stop waits for them
 	k.mu.Lock()
 	k.marks[p.st.w.tp] = p.mark
 	if k.parts[p.st.w.tp] == p {
@@ -518,7 +515,6 @@ func (k *eosCommitter) stop() {
 	for _, p := range open {
 		k.close(p)
 	}
-	k.closing.Wait()
 }
 
 // run serves requests one cycle at a time until ctx ends.
