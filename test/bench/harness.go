@@ -84,7 +84,11 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	start := func(name string, port int) error {
 		var err error
 		for attempt := 0; attempt < 8; attempt++ {
-			if err = h.kafka(ctx, "start", name, strconv.Itoa(port), fileDeleteDelay); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
+			args := []string{"start", name, strconv.Itoa(port), fileDeleteDelay}
+			if name == targetCluster {
+				args = append(args, scaleOutQuotaWindows, scaleOutQuotaWindow) // no effect without a quota
+			}
+			if err = h.kafka(ctx, args...); err == nil || !(strings.Contains(err.Error(), "Address already in use") || strings.Contains(err.Error(), "exited during start")) {
 				return err
 			}
 			h.logger.Warn("cluster port in use, retrying", "cluster", name, "port", port)
@@ -309,7 +313,9 @@ func (h *harness) targetCount(ctx context.Context, topics []string) int64 {
 // contender is one replicator's figures on one workload.
 type contender struct {
 	// Name says which contender (see contenderSettings for each one's settings).
-	Name        string        `json:"name"`
+	Name string `json:"name"`
+	// Load is the 1-minute load average at the contender's start and end ("4.1 -> 6.0").
+	Load        string        `json:"load,omitempty"`
 	FirstRecord time.Duration `json:"first_record_ns"`
 	Done        time.Duration `json:"done_ns"`
 	RecordsPS   float64       `json:"records_per_s"`
@@ -541,6 +547,11 @@ const (
 	nameRecords  = "mirror run, record by record"
 	nameEOS      = "mirror run, exactly-once"
 	nameSplit    = "mirror run ×2 (burst group)"
+	// The scale-out workload's contenders: n `mirror run` processes of one burst group, each
+	// with its own POD_NAME (client id), through the target's per-client quota.
+	nameScale1   = "mirror run ×1 (burst group, quota)"
+	nameScale2   = "mirror run ×2 (burst group, quota)"
+	nameScale4   = "mirror run ×4 (burst group, quota)"
 	nameServe    = "mirror serve"
 	nameProducer = "producer perf (ceiling)"
 )
@@ -731,7 +742,15 @@ func (h *harness) runMirror(ctx context.Context, w workload, topics []string, v 
 // runSplit runs two `mirror run` processes of one flow at once, sharing its partitions
 // through a burst group (MM2_BURST_GROUP); each exits once its share is copied.
 func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (contender, error) {
-	group := "bench-split-" + strings.TrimSuffix(topics[0], "-0") + h.roundSuffix()
+	return h.runGroup(ctx, w, topics, 2, nameSplit, "split")
+}
+
+// runGroup runs n `mirror run` processes of one flow at once in one burst group, each with a
+// POD_NAME of its own (so a client id of its own, as the pods of a Knative Service or the Jobs
+// of a KEDA ScaledJob), and returns them as one contender named name; each exits once its
+// share is copied.
+func (h *harness) runGroup(ctx context.Context, w workload, topics []string, n int, name, logName string) (contender, error) {
+	group := "bench-" + logName + "-" + strings.TrimSuffix(topics[0], "-0") + h.roundSuffix()
 	var cmds []*exec.Cmd
 	var logs []*os.File
 	defer func() {
@@ -740,17 +759,18 @@ func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (co
 		}
 	}()
 	var remote []string
-	for _, name := range []string{"split-a", "split-b"} {
-		cmd, logFile, r, err := h.mm2goCmd(ctx, w, topics, "gosplit", "gotgt", name, []string{"run"}, "MM2_BURST_GROUP="+group)
+	for i := range n {
+		member := fmt.Sprintf("%s-%c", logName, 'a'+i)
+		cmd, logFile, r, err := h.mm2goCmd(ctx, w, topics, "gosplit", "gotgt", member, []string{"run"}, "MM2_BURST_GROUP="+group, "POD_NAME=bench-"+member+h.roundSuffix())
 		if err != nil {
 			return contender{}, err
 		}
 		cmds, logs, remote = append(cmds, cmd), append(logs, logFile), r
 	}
 	c, err := h.watch(ctx, cmds, remote, int64(w.totalRecords()), w.totalBytes(), func() {}, false)
-	c.Name = nameSplit
+	c.Name = name
 	if err == nil {
-		// The earlier of the two members' own figures.
+		// The earliest of the members' own figures.
 		for _, f := range logs {
 			ms, ready, ferr := burstFirstRecord(f.Name())
 			if ferr == nil && ms >= 0 && (c.BurstFirstRecordMS < 0 || ms < c.BurstFirstRecordMS) {
@@ -759,6 +779,44 @@ func (h *harness) runSplit(ctx context.Context, w workload, topics []string) (co
 		}
 	}
 	return c, err
+}
+
+// scaleOutQuota is the produce quota of every client id on the target during the scale-out
+// workload (one instance's bandwidth); the target measures it over scaleOutQuotaWindows
+// windows of one second (startClusters), so a new client id cannot send 10 s of its quota at
+// once as with Kafka's default 11.
+const (
+	scaleOutQuota        = 2 << 20
+	scaleOutQuotaWindows = "quota.window.num=2"
+	scaleOutQuotaWindow  = "quota.window.size.seconds=1"
+)
+
+// setScaleOutQuota sets (on) or removes (off) the default produce quota of every client id on
+// the target.
+func (h *harness) setScaleOutQuota(ctx context.Context, on bool) error {
+	op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: scaleOutQuota}
+	if !on {
+		op = kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Remove: true}
+	}
+	res, err := h.tgtAdm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id"}}, Ops: []kadm.AlterClientQuotaOp{op}}})
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				return fmt.Errorf("target client quota: %w", r.Err)
+			}
+		}
+	}
+	return err
+}
+
+// loadAvg returns the 1-minute load average ("?" if unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // burstFirstRecord returns first_record_ms and topics_ready_ms of the burst summary that

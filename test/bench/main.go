@@ -204,6 +204,10 @@ type workload struct {
 	// Split adds the contender of two `mirror run` processes sharing the partitions through a
 	// burst group.
 	Split bool `json:"split,omitempty"`
+	// ScaleOut runs only 1, 2 and 4 `mirror run` processes of one burst group, each with its
+	// own client id, through a produce quota of 2 MiB/s per client id on the target: how the
+	// time to done scales with instances when one instance's bandwidth is the limit.
+	ScaleOut bool `json:"scale_out,omitempty"`
 }
 
 func (w workload) totalRecords() int { return w.Topics * w.Records }
@@ -258,6 +262,7 @@ func workloads(scale float64) []workload {
 		{Name: "1k-x-1MB", Topics: 1, Partitions: 8, Records: n(1_000), Size: 1_000_000},
 		{Name: "10GB-backlog", Topics: 1, Partitions: 8, Records: n(2_500_000), Size: 4096},
 		{Name: "split-1M-x-512B", Topics: 1, Partitions: 16, Records: n(1_000_000), Size: 512, Split: true},
+		{Name: "scale-out", Topics: 1, Partitions: 8, Records: n(200_000), Size: 512, ScaleOut: true},
 	}
 }
 

@@ -78,7 +78,7 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 	if err := h.seed(ctx, w, topics); err != nil {
 		return res, fmt.Errorf("seeding: %w", err)
 	}
-	if w.perfSeeded() {
+	if w.perfSeeded() && !w.ScaleOut {
 		scratch := "perf-" + topics[0]
 		if _, err := h.tgtAdm.CreateTopics(ctx, w.Partitions, 1, nil, scratch); err != nil {
 			return res, err
@@ -115,6 +115,16 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		skip bool
 		fn   func() (contender, error)
 	}
+	if w.ScaleOut {
+		if err := h.setScaleOutQuota(ctx, true); err != nil {
+			return res, err
+		}
+		defer func() {
+			if err := h.setScaleOutQuota(context.WithoutCancel(ctx), false); err != nil {
+				h.logger.Warn("target client quota not removed", "err", err)
+			}
+		}()
+	}
 	runs := []run{
 		// The raw copy has no positions: a resumed workload's second run is not its kind.
 		{nameRaw, opts.skipCeiling || w.Resumed, func() (contender, error) { return h.runRaw(ctx, w, topics) }},
@@ -127,6 +137,13 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 		{nameRoomy, opts.skipMirror || opts.skipVariants || w.Resumed, func() (contender, error) { return h.runMirror(ctx, w, topics, mirrorRoomy) }},
 		{nameSplit, opts.skipMirror || !w.Split, func() (contender, error) { return h.runSplit(ctx, w, topics) }},
 		{nameServe, opts.skipMirror || opts.skipServe, func() (contender, error) { return h.runServe(ctx, w, topics, false) }},
+	}
+	if w.ScaleOut {
+		runs = []run{
+			{nameScale1, opts.skipMirror, func() (contender, error) { return h.runGroup(ctx, w, topics, 1, nameScale1, "scale1") }},
+			{nameScale2, opts.skipMirror, func() (contender, error) { return h.runGroup(ctx, w, topics, 2, nameScale2, "scale2") }},
+			{nameScale4, opts.skipMirror, func() (contender, error) { return h.runGroup(ctx, w, topics, 4, nameScale4, "scale4") }},
+		}
 	}
 	rounds := max(opts.rounds, 1)
 	if w.Resumed {
@@ -174,8 +191,9 @@ func (h *harness) runWorkload(ctx context.Context, w workload, opts options) (re
 // that fails gets a row that says why; only the end of ctx ends the workload.
 func (h *harness) runContender(ctx context.Context, w workload, topics []string, name string, fn func() (contender, error), opts options) (*contender, error) {
 	h.logger.Info("contender", "workload", w.Name, "name", name, "round", h.round+1)
-	began := time.Now()
+	began, loadBefore := time.Now(), loadAvg()
 	c, err := fn()
+	c.Load = loadBefore + " -> " + loadAvg()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
 	}
@@ -191,7 +209,7 @@ func (h *harness) runContender(ctx context.Context, w workload, topics []string,
 		h.check(ctx, w, topics, &c, opts)
 	}
 	h.logger.Info("contender done", "workload", w.Name, "name", name, "round", h.round+1, "done", c.Done.Round(time.Millisecond).String(),
-		"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "mismatch", c.Mismatch)
+		"ran", ran.Round(time.Millisecond).String(), "checked", (time.Since(began) - ran).Round(time.Millisecond).String(), "load", c.Load, "mismatch", c.Mismatch)
 	return &c, nil
 }
 
@@ -354,6 +372,7 @@ func contenderSettings() []contenderSetting {
 		{nameRecords, "as mirror run, with batch forwarding off (MM2_FORWARD_BATCHES=false): every record decoded by franz-go's consumer and encoded again by its producer."},
 		{nameRoomy, "as mirror run, with the memory the raw copy takes spent on larger budgets: " + strings.Join(roomyEnv, ", ") + "."},
 		{nameSplit, "two `mirror run` processes of one flow started together with MM2_BURST_GROUP set, otherwise as mirror run; CPU is both processes' sum, peak RSS the larger of the two."},
+		{"mirror run ×n (burst group, quota)", "scale-out workload only: n = 1, 2, 4 `mirror run` processes of one flow started together with MM2_BURST_GROUP set, each with its own POD_NAME (so its own client id), while the target limits every client id to 2 MiB/s of produce (measured over 2 one-second windows): one instance's bandwidth is the limit, not the machine."},
 		{nameServe, "`mirror serve` in fetch mode driven by the genuine Knative KafkaSource dispatcher (ordered, key type byte-array, knative/kafkasource.yaml's delivery settings); times from the dispatcher's launch (the function ready first); CPU and RSS are the function's only."},
 	}
 }
@@ -379,7 +398,7 @@ func (r report) markdown() string {
 		b.WriteString(res.summaryRow() + "\n")
 	}
 	b.WriteString("\n## CPU-seconds per GB and peak RSS, every contender\n\n")
-	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameBaseline, nameRecords, nameRoomy, nameSplit, nameServe}
+	names := []string{nameProducer, nameRaw, nameMM2, nameMM2Tuned, nameMirror, nameBaseline, nameRecords, nameRoomy, nameSplit, nameScale1, nameScale2, nameScale4, nameServe}
 	b.WriteString("| workload |")
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s CPU s/GB | %s peak RSS |", n, n)
@@ -529,6 +548,9 @@ func (r result) markdownTable() string {
 		}
 		if c.Processes > 1 {
 			notes = append(notes, fmt.Sprintf("%d processes", c.Processes))
+		}
+		if c.Load != "" {
+			notes = append(notes, "load average "+c.Load)
 		}
 		if n := c.Rounds.note(); n != "" {
 			notes = append(notes, n)
