@@ -110,6 +110,7 @@ type senderAuth struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	verify *oidc.IDTokenVerifier
+	tokens *tokenFileTransport // nil without a token file
 }
 
 // newSenderAuth validates cfg and prepares the verifier; errors name the setting. ctx lives as
@@ -124,12 +125,14 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	var rt http.RoundTripper = tr
+	var tokens *tokenFileTransport
 	if cfg.TokenFile != "" {
 		u, err := url.Parse(cfg.Issuer)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
 		}
-		rt = tokenFileTransport{file: cfg.TokenFile, host: u.Host, next: tr}
+		tokens = &tokenFileTransport{file: cfg.TokenFile, hosts: map[string]bool{u.Host: true}, next: tr}
+		rt = tokens
 	}
 	every := jwksMinInterval
 	if cfg.keyFetchEvery > 0 {
@@ -141,7 +144,11 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 		logger.Warn("sender authentication without "+EnvOIDCAllowedSubjects+": every workload that can get a token of the issuer for the audience is trusted; list the senders' subjects",
 			"issuer", cfg.Issuer, "audience", cfg.Audience)
 	}
-	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger}, nil
+	if strings.HasPrefix(cfg.Issuer, "http://") {
+		logger.Warn(EnvOIDCIssuer+" is plain http: whoever is on the path to the issuer can serve keys of their own and have any token accepted; use its https URL",
+			"issuer", cfg.Issuer)
+	}
+	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger, tokens: tokens}, nil
 }
 
 // jwksMinInterval is the least time between two requests to the issuer after the first
@@ -178,15 +185,30 @@ func (t *pacedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // tokenFileTransport adds the bearer token of a file (re-read each time: kubelet rotates it)
-// to requests for the issuer's own host over https only: a jwks_uri elsewhere gets no token.
+// to https requests for the hosts it holds: the issuer's own host, and the host of the
+// discovery document's jwks_uri once the issuer named it over TLS (a Kubernetes API server
+// names its advertise address there, and answers it to authenticated callers only). Any other
+// host, or plain http, gets no token.
 type tokenFileTransport struct {
 	file string
-	host string
 	next http.RoundTripper
+
+	mu    sync.Mutex
+	hosts map[string]bool
 }
 
-func (t tokenFileTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme != "https" || r.URL.Host != t.host {
+// allow adds the host of an https URL the issuer named.
+func (t *tokenFileTransport) allow(u *url.URL) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hosts[u.Host] = true
+}
+
+func (t *tokenFileTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	send := r.URL.Scheme == "https" && t.hosts[r.URL.Host]
+	t.mu.Unlock()
+	if !send {
 		return t.next.RoundTrip(r)
 	}
 	b, err := os.ReadFile(t.file)
@@ -218,6 +240,14 @@ func (a *senderAuth) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error
 	}
 	if err := p.Claims(&claims); err != nil {
 		return nil, err
+	}
+	if a.tokens != nil {
+		// The discovery document came from the issuer's host over https (validate requires an
+		// https issuer with a token file), verified against the system roots or CAFile: the
+		// key set's host it names is the issuer's word, and gets the token too.
+		if u, err := url.Parse(claims.JWKSURI); err == nil && u.Scheme == "https" {
+			a.tokens.allow(u)
+		}
 	}
 	keys := oidc.NewRemoteKeySet(a.ctx, claims.JWKSURI)
 	a.verify = oidc.NewVerifier(a.cfg.Issuer, keys, &oidc.Config{ClientID: a.cfg.Audience, SupportedSigningAlgs: signingAlgs(claims.Algs)})
@@ -330,11 +360,16 @@ var ErrNoSenderAuth = errors.New("MM2_EVENT_MODE=payload writes each event's bod
 	"turn on sender authentication (" + EnvOIDCIssuer + ", " + EnvOIDCAudience + " and " + EnvOIDCAllowedSubjects +
 	" naming the KafkaSource's OIDC service account, see docs/events.md) or use MM2_EVENT_MODE=fetch, which needs no trusted sender")
 
-// CheckPayloadAuth refuses payload mode unless sender authentication is on with a subject list:
-// without one any workload able to get a token for the audience could write records.
+// CheckPayloadAuth refuses payload mode unless sender authentication is on with a subject list
+// and an https issuer: without a list any workload able to get a token for the audience could
+// write records, and over plain http whoever is on the path to the issuer could serve keys of
+// their own and have any token accepted.
 func CheckPayloadAuth(cfg SenderAuthConfig) error {
-	if cfg.Enabled() && len(cfg.AllowedSubjects) > 0 {
-		return nil
+	if !cfg.Enabled() || len(cfg.AllowedSubjects) == 0 {
+		return ErrNoSenderAuth
 	}
-	return ErrNoSenderAuth
+	if !strings.HasPrefix(cfg.Issuer, "https://") {
+		return fmt.Errorf("MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record on the word of the sender's token, so %s must be an https URL: %q is not, and whoever is on the path to the issuer could serve keys of their own", EnvOIDCIssuer, cfg.Issuer)
+	}
+	return nil
 }

@@ -208,10 +208,25 @@ func TestCheckPayloadAuth(t *testing.T) {
 	}
 }
 
+// TestPlainHTTPIssuer: an http:// issuer's keys can be served by anyone on the path, so
+// payload mode (whose sender's token decides what is written) refuses it, naming the setting;
+// fetch mode starts with a WARN naming it.
+func TestPlainHTTPIssuer(t *testing.T) {
+	cfg := SenderAuthConfig{Issuer: "http://issuer.example/default", Audience: "a", AllowedSubjects: []string{"system:serviceaccount:ns:src"}}
+	if err := CheckPayloadAuth(cfg); err == nil || !strings.Contains(err.Error(), EnvOIDCIssuer) || !strings.Contains(err.Error(), "https") {
+		t.Errorf("payload mode with an http issuer: %v, want a refusal naming %s and https", err, EnvOIDCIssuer)
+	}
+	var logs bytes.Buffer
+	NewHTTPHandler(Config{SenderAuth: cfg}, slog.New(slog.NewTextHandler(&logs, nil)), HandlerFunc(ok))
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), EnvOIDCIssuer+" is plain http") {
+		t.Errorf("fetch mode with an http issuer logged %q, want a WARN naming %s", logs.String(), EnvOIDCIssuer)
+	}
+}
+
 // TestSenderAuthIssuerToken (F4): with a token file, the discovery request to the issuer's own
-// https host carries its token, the key set on another host does not; an http issuer with a
-// token file is refused; and 50 tokens signed with a key the issuer does not list cost one key
-// set fetch, not 50.
+// https host carries its token, and so does the key set request to the host its discovery names
+// over https (not one over plain http); an http issuer with a token file is refused; and 50
+// tokens signed with a key the issuer does not list cost one key set fetch, not 50.
 func TestSenderAuthIssuerToken(t *testing.T) {
 	dir := t.TempDir()
 	file := dir + "/token"
@@ -276,7 +291,6 @@ func TestSenderAuthIssuerToken(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if discoveryAuth != "Bearer pod-token" {
 		t.Errorf("discovery request to the issuer carried Authorization %q, want the token file's", discoveryAuth)
 	}
@@ -284,9 +298,38 @@ func TestSenderAuthIssuerToken(t *testing.T) {
 		t.Errorf("%d key set fetches for 50 tokens with an unknown key, want 1", len(jwksAuth))
 	}
 	for _, a := range jwksAuth {
-		if a != "" {
-			t.Errorf("key set request to another host carried Authorization %q, want none", a)
+		if a != "Bearer pod-token" {
+			t.Errorf("key set request to the host the issuer's discovery named over https carried Authorization %q, want the token file's", a)
 		}
+	}
+	mu.Unlock()
+
+	// A jwks_uri over plain http gets no token, even from an https issuer.
+	var plainAuth []string
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		plainAuth = append(plainAuth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"keys":[]}`))
+	}))
+	defer plain.Close()
+	var issuer2 *httptest.Server
+	issuer2 = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"issuer":%q,"jwks_uri":%q,"id_token_signing_alg_values_supported":["RS256"]}`, issuer2.URL, plain.URL+"/jwks")
+	}))
+	defer issuer2.Close()
+	ca2 := dir + "/ca2.pem"
+	if err := os.WriteFile(ca2, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: issuer2.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h = NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: issuer2.URL, Audience: "a", TokenFile: file, CAFile: ca2, AllowedSubjects: []string{"s"}}}, quietLogger(), HandlerFunc(ok))
+	do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer " + tok}))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(plainAuth) != 1 || plainAuth[0] != "" {
+		t.Errorf("key set requests over plain http carried Authorization %q, want one request without", plainAuth)
 	}
 }
 
@@ -303,5 +346,37 @@ func TestSenderAuthWarnsWithoutSubjects(t *testing.T) {
 	NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: "https://issuer.example", Audience: "mm2go", AllowedSubjects: []string{"system:serviceaccount:ns:src"}}}, logger, HandlerFunc(ok))
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("start with a subject list logged %q, want no WARN", logs.String())
+	}
+}
+
+// TestSenderAuthAPIServerIssuer: an issuer shaped like a Kubernetes API server's service
+// account issuer (kubeadm, kind, k3s): discovery on the issuer's host, the key set on another
+// host (the API server's advertise address) named by the discovery document's jwks_uri, both
+// answering only requests carrying the pod's token. The real issuer (mock-oauth2-server) behind
+// an HTTPS front plays it. A valid token is accepted (200); the token file went to those two
+// hosts, the ones the operator named (the issuer) and the issuer named over TLS (jwks_uri).
+func TestSenderAuthAPIServerIssuer(t *testing.T) {
+	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	front := iss.StartTLSFront(t, oidcissuer.FrontOptions{Token: "pod-token", KeysElsewhere: true})
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("pod-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: front.Issuer(oidcissuer.DefaultIssuer), Audience: sinkAudience,
+		AllowedSubjects: []string{trustedSender}, CAFile: front.CAFile, TokenFile: file}}, quietLogger(), HandlerFunc(ok))
+	tok := front.Token(oidcissuer.DefaultIssuer, trustedSender, sinkAudience)
+	if code, body := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer " + tok})); code != http.StatusOK {
+		t.Fatalf("valid token, key set on the API server's advertise address: answer %d %q, want 200", code, body)
+	}
+	for _, base := range []string{front.URL, front.KeysURL} {
+		seen := front.Seen(base)
+		if len(seen) == 0 {
+			t.Errorf("no request reached %s", base)
+		}
+		for _, a := range seen {
+			if a != "Bearer pod-token" {
+				t.Errorf("a request to %s carried Authorization %q, want the token file's", base, a)
+			}
+		}
 	}
 }

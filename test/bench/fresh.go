@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/test/testkit/dispatcher"
+	"github.com/mm2go/mm2go/test/testkit/oidcissuer"
 )
 
 // The freshness workload: producers write records of freshRecordBytes over freshPartitions
@@ -360,13 +361,13 @@ func startServeFresh(mode string) func(ctx context.Context, h *harness, topic st
 		env := []string{"MM2_EVENT_MODE=" + mode}
 		var token string
 		if mode == "payload" {
-			iss, tok, stopIss, err := h.startIssuer(ctx, filepath.Join(h.home, "fresh-oidc.log"), freshSubject, "mm2go")
+			iss, ca, tok, stopIss, err := h.startIssuer(ctx, filepath.Join(h.home, "fresh-oidc.log"), freshSubject, "mm2go")
 			if err != nil {
 				return nil, err
 			}
 			stops = append(stops, stopIss)
 			token = tok
-			env = append(env, "MM2_EVENT_KEY_TYPE=byte-array", "MM2_SERVE_OIDC_ISSUER="+iss,
+			env = append(env, "MM2_EVENT_KEY_TYPE=byte-array", "MM2_SERVE_OIDC_ISSUER="+iss, "MM2_SERVE_OIDC_CA_FILE="+ca,
 				"MM2_SERVE_OIDC_AUDIENCE=mm2go", "MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+freshSubject)
 		}
 		base, run, err := h.startServeProc(ctx, topic, "fresh-serve-"+mode, env...)
@@ -438,15 +439,15 @@ func bearerProxy(target, token string) (string, func(), error) {
 // startIssuer runs mock-oauth2-server (the OIDC issuer the tests use, test/testkit/oidcissuer,
 // from test/kafka/.cache/oidc-lib) on a free port, and returns its default issuer's URL and a
 // token of that issuer for subject and audience.
-func (h *harness) startIssuer(ctx context.Context, logPath, subject, audience string) (string, string, func(), error) {
+func (h *harness) startIssuer(ctx context.Context, logPath, subject, audience string) (issuer, caFile, token string, stop func(), err error) {
 	lib := filepath.Join(h.root, "test", "kafka", ".cache", "oidc-lib")
 	port, err := freePort()
 	if err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
 	cmd := exec.CommandContext(ctx, "java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-cp", filepath.Join(lib, "*"), "no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt")
@@ -455,16 +456,25 @@ func (h *harness) startIssuer(ctx context.Context, logPath, subject, audience st
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", "", nil, fmt.Errorf("starting mock-oauth2-server from %s: %w", lib, err)
+		return "", "", "", nil, fmt.Errorf("starting mock-oauth2-server from %s: %w", lib, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() { _ = cmd.Process.Kill(); <-exited; logf.Close() }
-	issuer := fmt.Sprintf("http://127.0.0.1:%d/default", port)
+	// Payload mode needs an https issuer: the issuer is served through an HTTPS front (it
+	// names itself https://<front>/default, in its tokens too).
+	front, err := oidcissuer.NewFront(fmt.Sprintf("http://127.0.0.1:%d", port), oidcissuer.FrontOptions{}, filepath.Dir(logPath))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		logf.Close()
+		return "", "", "", nil, err
+	}
+	stop = func() { front.Close(); _ = cmd.Process.Kill(); <-exited; logf.Close() }
+	issuer = front.URL + "/default"
 	deadline := time.Now().Add(time.Minute)
 	for {
 		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {subject}, "client_secret": {"x"}, "scope": {audience}}
-		resp, err := http.PostForm(issuer+"/token", form)
+		resp, err := front.Client().PostForm(issuer+"/token", form)
 		if err == nil {
 			var tr struct {
 				AccessToken string `json:"access_token"`
@@ -472,20 +482,20 @@ func (h *harness) startIssuer(ctx context.Context, logPath, subject, audience st
 			derr := json.NewDecoder(resp.Body).Decode(&tr)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && derr == nil && tr.AccessToken != "" {
-				return issuer, tr.AccessToken, stop, nil
+				return issuer, front.CAFile, tr.AccessToken, stop, nil
 			}
 		}
 		select {
 		case <-exited:
-			return "", "", nil, fmt.Errorf("mock-oauth2-server exited during start (log: %s)", logPath)
+			return "", "", "", nil, fmt.Errorf("mock-oauth2-server exited during start (log: %s)", logPath)
 		case <-ctx.Done():
 			stop()
-			return "", "", nil, ctx.Err()
+			return "", "", "", nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", "", nil, fmt.Errorf("mock-oauth2-server gave no token within a minute (log: %s)", logPath)
+			return "", "", "", nil, fmt.Errorf("mock-oauth2-server gave no token within a minute (log: %s)", logPath)
 		}
 	}
 }

@@ -25,7 +25,8 @@ import (
 // writes nothing; and payload mode without sender authentication does not start.
 func TestMirrorServeSenderAuth(t *testing.T) {
 	c := testkit.Require(t)
-	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	// Payload mode needs an https issuer: the real issuer behind an HTTPS front.
+	iss := oidcissuer.Start(t, oidcissuer.Options{}).StartTLSFront(t, oidcissuer.FrontOptions{})
 	const sender = kafkaSourceSubject
 	topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "auth"), 1, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
@@ -45,6 +46,19 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 		}
 	})
 
+	t.Run("payload mode needs an https issuer", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, MirrorBinary(t), "serve")
+		cmd.Env = MirrorEnv(c, topic, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array", "PORT=8089",
+			"MM2_SERVE_OIDC_ISSUER=http://127.0.0.1:1/default", "MM2_SERVE_OIDC_AUDIENCE=mm2go", "MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+sender)
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "MM2_SERVE_OIDC_ISSUER must be an https URL") {
+			t.Fatalf("mirror serve in payload mode with an http issuer: %v, want exit 2 naming MM2_SERVE_OIDC_ISSUER:\n%s", err, out)
+		}
+	})
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +68,7 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, MirrorBinary(t), "serve")
 	cmd.Env = MirrorEnv(c, topic, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array", fmt.Sprintf("PORT=%d", port),
-		"MM2_SERVE_OIDC_ISSUER="+iss.Issuer(oidcissuer.DefaultIssuer), "MM2_SERVE_OIDC_AUDIENCE=mm2go",
+		"MM2_SERVE_OIDC_ISSUER="+iss.Issuer(oidcissuer.DefaultIssuer), "MM2_SERVE_OIDC_CA_FILE="+iss.CAFile, "MM2_SERVE_OIDC_AUDIENCE=mm2go",
 		"MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+sender)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -99,8 +113,8 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 		status      int
 	}{
 		{"no token", "", http.StatusUnauthorized},
-		{"other audience", iss.Token(oidcissuer.DefaultIssuer, sender, "x", "other-sink", ""), http.StatusUnauthorized},
-		{"other sender", iss.Token(oidcissuer.DefaultIssuer, "system:serviceaccount:default:curl", "x", "mm2go", ""), http.StatusForbidden},
+		{"other audience", iss.Token(oidcissuer.DefaultIssuer, sender, "other-sink"), http.StatusUnauthorized},
+		{"other sender", iss.Token(oidcissuer.DefaultIssuer, "system:serviceaccount:default:curl", "mm2go"), http.StatusForbidden},
 	} {
 		if code, body := post(t, tc.token); code != tc.status {
 			t.Errorf("%s: answer %d %q, want %d", tc.name, code, body, tc.status)
@@ -109,7 +123,7 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 	if n := EndOffsetsSum(testkit.Context(t, 30*time.Second), c.Target.Bootstrap, "source."+topic); n != 0 {
 		t.Fatalf("refused events wrote %d records to the target", n)
 	}
-	if code, body := post(t, iss.Token(oidcissuer.DefaultIssuer, sender, "x", "mm2go", "")); code != http.StatusOK {
+	if code, body := post(t, iss.Token(oidcissuer.DefaultIssuer, sender, "mm2go")); code != http.StatusOK {
 		t.Fatalf("trusted sender: answer %d %q, want 200\n%s", code, body, lastLines(logs.String(), 20))
 	}
 	got := testkit.ReadAll(t, c.Target.Bootstrap, "source."+topic)
@@ -118,7 +132,7 @@ func TestMirrorServeSenderAuth(t *testing.T) {
 	}
 	// A trusted sender's event for an offset the source does not hold (its end, 1) is refused
 	// for good and writes nothing: it could not be the copy of a source record.
-	if code, body := postAt(t, iss.Token(oidcissuer.DefaultIssuer, sender, "x", "mm2go", ""), 1); code != http.StatusBadRequest ||
+	if code, body := postAt(t, iss.Token(oidcissuer.DefaultIssuer, sender, "mm2go"), 1); code != http.StatusBadRequest ||
 		!strings.Contains(body, "no such record in the source partition") {
 		t.Fatalf("payload event beyond the source's end: answer %d %q, want 400 naming the missing record", code, body)
 	}

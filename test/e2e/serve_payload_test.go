@@ -32,10 +32,10 @@ func TestServeGenuineDispatcherPayload(t *testing.T) {
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+tp, "source."+tu)
 	// Payload mode trusts only its KafkaSource's OIDC identity. The dispatcher kit runs without a
 	// Kubernetes API to request that token from, so a proxy in front of the function adds it.
-	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	iss := oidcissuer.Start(t, oidcissuer.Options{}).StartTLSFront(t, oidcissuer.FrontOptions{}) // payload mode needs an https issuer
 	fn := startServe(t, c, c.Target.Bootstrap, tp+","+tu, "MM2_EVENT_MODE=payload", "MM2_EVENT_KEY_TYPE=byte-array",
-		"MM2_SERVE_OIDC_ISSUER="+iss.Issuer(oidcissuer.DefaultIssuer), "MM2_SERVE_OIDC_AUDIENCE=mm2go", "MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+kafkaSourceSubject)
-	sink := bearerProxy(t, fn.URL, iss.Token(oidcissuer.DefaultIssuer, kafkaSourceSubject, "x", "mm2go", ""))
+		"MM2_SERVE_OIDC_ISSUER="+iss.Issuer(oidcissuer.DefaultIssuer), "MM2_SERVE_OIDC_CA_FILE="+iss.CAFile, "MM2_SERVE_OIDC_AUDIENCE=mm2go", "MM2_SERVE_OIDC_ALLOWED_SUBJECTS="+kafkaSourceSubject)
+	sink := bearerProxy(t, fn.URL, iss.Token(oidcissuer.DefaultIssuer, kafkaSourceSubject, "mm2go"))
 	cfg := shippedDelivery(t, c.Source.Bootstrap, []string{tp}, sink)
 	if cfg.KeyType != dispatcher.KeyByteArray {
 		t.Fatalf("knative/kafkasource.yaml ships key type %s; payload mode needs byte-array", cfg.KeyType)

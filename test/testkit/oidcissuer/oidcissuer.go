@@ -144,6 +144,12 @@ func (s *Server) Restart(o Options) {
 // with the given scope and, if not empty, audience parameter, and returns the access token.
 func (s *Server) Token(name, clientID, clientSecret, scope, audience string) string {
 	s.t.Helper()
+	return token(s.t, http.DefaultClient, s.TokenEndpoint(name), clientID, clientSecret, scope, audience)
+}
+
+// token asks endpoint for a client_credentials token through client.
+func token(t testing.TB, client *http.Client, endpoint, clientID, clientSecret, scope, audience string) string {
+	t.Helper()
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}, "client_secret": {clientSecret}}
 	if scope != "" {
 		form.Set("scope", scope)
@@ -151,9 +157,9 @@ func (s *Server) Token(name, clientID, clientSecret, scope, audience string) str
 	if audience != "" {
 		form.Set("audience", audience)
 	}
-	resp, err := http.PostForm(s.TokenEndpoint(name), form)
+	resp, err := client.PostForm(endpoint, form)
 	if err != nil {
-		s.t.Fatalf("token request to %s: %v", s.TokenEndpoint(name), err)
+		t.Fatalf("token request to %s: %v", endpoint, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -161,7 +167,7 @@ func (s *Server) Token(name, clientID, clientSecret, scope, audience string) str
 		AccessToken string `json:"access_token"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tr) != nil || tr.AccessToken == "" {
-		s.t.Fatalf("token request to %s: HTTP %d: %s", s.TokenEndpoint(name), resp.StatusCode, body)
+		t.Fatalf("token request to %s: HTTP %d: %s", endpoint, resp.StatusCode, body)
 	}
 	return tr.AccessToken
 }
