@@ -281,7 +281,7 @@ func MirrorServe(ctx context.Context, env cli.Env) error {
 	c.SetMetrics(env.Metrics)
 	defer c.Close()
 	h, err := mirrorevents.New(c, mirrorevents.Options{Mode: mirrorevents.Mode(cfg.EventMode), BurstEventTypes: cfg.BurstEventTypes, KeyType: kt,
-		MaxRecordBytes: int64(cfg.TargetProducer.MaxRequestSize)}, env.Logger)
+		MaxRecordBytes: int64(cfg.TargetProducer.MaxRequestSize), FollowEvents: true}, env.Logger)
 	if err != nil {
 		return &cli.ConfigError{Err: err}
 	}

@@ -91,6 +91,12 @@ type Options struct {
 	// max.request.size), overriding the default of cluster.DefaultMaxRequestSize. Payload mode's
 	// request body limit follows it (ServeConfig).
 	MaxRecordBytes int64
+	// FollowEvents (fetch mode) makes every record event start a catch-up copy of what
+	// arrived since the last copy, unless one runs: see follow. mirror serve sets it.
+	FollowEvents bool
+	// FollowPause is how long no catch-up copy starts after one that found nothing new,
+	// overriding the default of 100ms.
+	FollowPause time.Duration
 }
 
 // Handler answers KafkaSource record events and burst triggers for the mirror function. It
@@ -111,6 +117,12 @@ type Handler struct {
 
 	burstMu sync.Mutex
 	burst   *flight // running burst, shared by concurrent triggers
+
+	// following is true while a catch-up copy runs (follow); none starts before quietUntil
+	// (set when one found nothing new).
+	followMu   sync.Mutex
+	following  bool
+	quietUntil time.Time
 
 	// copyMu keeps bursts and partition copies/writes of this process apart: partition work
 	// holds it shared, a burst exclusively. Two copiers of one partition would each store
@@ -164,6 +176,9 @@ func New(c Copier, opts Options, logger *slog.Logger) (*Handler, error) {
 	}
 	if opts.MaxRecordBytes <= 0 {
 		opts.MaxRecordBytes = cluster.DefaultMaxRequestSize
+	}
+	if opts.FollowPause <= 0 {
+		opts.FollowPause = 100 * time.Millisecond
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -276,8 +291,10 @@ func (h *Handler) part(k tp) *partition {
 func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 	p := h.part(k)
 	if p.nextKnown() > offset {
+		h.follow(k)
 		return nil
 	}
+	defer h.follow(k)
 	done := make(chan error, 1)
 	h.wg.Add(1)
 	go func() {
@@ -302,6 +319,65 @@ func (h *Handler) fetch(ctx context.Context, k tp, offset int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// follow starts a catch-up copy of partition k's source (and, through the engine's sweep,
+// of every lagging partition) from the next offset not yet copied to the current end, when
+// FollowEvents is set and no catch-up copy runs or pauses after one that found nothing. It does
+// not wait.
+//
+// KafkaSource's dispatcher sends one event per record, one at a time per partition: once it
+// lags behind the source, its events name records a copy already took and are answered from
+// memory, so no copy would start until it reached the records after the last copy's end, and
+// the target would trail the source by the dispatcher's lag (seconds to minutes at 1,000
+// records/s and more). With follow, each event starts the next copy instead: the target
+// trails by about one copy however far behind the dispatcher is. When the source gains
+// nothing, catch-up copies start at most every FollowPause while events come.
+func (h *Handler) follow(k tp) {
+	if !h.opts.FollowEvents || h.opts.Mode != ModeFetch {
+		return
+	}
+	h.followMu.Lock()
+	if h.following || time.Now().Before(h.quietUntil) || h.ctx.Err() != nil {
+		h.followMu.Unlock()
+		return
+	}
+	h.following = true
+	h.wg.Add(1)
+	h.followMu.Unlock()
+	go func() {
+		defer h.wg.Done()
+		moved := h.catchUp(k)
+		h.followMu.Lock()
+		h.following = false
+		if !moved {
+			h.quietUntil = time.Now().Add(h.opts.FollowPause)
+		}
+		h.followMu.Unlock()
+	}()
+}
+
+// catchUp copies partition k from its next offset to the end; it reports whether there was
+// anything to copy (an offset at the end is no record: the engine's permanent error).
+func (h *Handler) catchUp(k tp) bool {
+	ctx, cancel := context.WithTimeout(h.ctx, h.opts.CopyTimeout)
+	defer cancel()
+	h.copyMu.RLock()
+	defer h.copyMu.RUnlock()
+	from, ok, err := h.c.Position(ctx, k.topic, k.partition)
+	if err != nil || !ok {
+		return false
+	}
+	next, err := h.c.CopyThrough(ctx, k.topic, k.partition, from)
+	if err != nil {
+		var pe *PermanentError
+		if !errors.As(err, &pe) && ctx.Err() == nil {
+			h.log.Warn("catch-up copy failed", "topic", serve.OneLine(k.topic), "partition", k.partition, "offset", from, "err", serve.OneLine(err.Error()))
+		}
+		return false
+	}
+	h.part(k).advance(next)
+	return true
 }
 
 func (p *partition) nextKnown() int64 {

@@ -209,6 +209,66 @@ func TestFetchCopiesOnceAndAnswersRedeliveriesAtOnce(t *testing.T) {
 	}
 }
 
+// TestFetchFollowsStaleEvents: with FollowEvents, an event for a record already copied (a
+// dispatcher behind the source) starts a catch-up copy of what the source gained since, so
+// records whose own events have not come yet reach the target; after a catch-up copy that
+// found nothing, events start no copy for FollowPause (an hour here).
+func TestFetchFollowsStaleEvents(t *testing.T) {
+	f := newFake()
+	k := tp{"orders", 0}
+	f.ends[k] = 10
+	h, hh := newTestHandler(t, f, Options{FollowEvents: true, FollowPause: time.Hour})
+	idle := func() bool {
+		h.followMu.Lock()
+		defer h.followMu.Unlock()
+		return !h.following
+	}
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 0)); code != 200 {
+		t.Fatalf("first event: %d %s", code, body)
+	}
+	// The catch-up copy after the first event found nothing new: it pauses catch-ups for an
+	// hour. Lift the pause, then the source gains records 10..14 while the dispatcher is still
+	// delivering offset 3.
+	testkit.WaitFor(t, 30*time.Second, "the first catch-up copy to end", idle)
+	h.followMu.Lock()
+	h.quietUntil = time.Time{}
+	h.followMu.Unlock()
+	f.mu.Lock()
+	f.ends[k] = 15
+	f.mu.Unlock()
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 3)); code != 200 {
+		t.Fatalf("stale event: %d %s", code, body)
+	}
+	testkit.WaitFor(t, 30*time.Second, "records 10..14 copied without events of their own", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.next[k] == 15
+	})
+	testkit.WaitFor(t, 30*time.Second, "the second catch-up copy to end", idle)
+	// Nothing new on the source: the next stale event's catch-up finds nothing and pauses.
+	if code, body := post(t, hh, kafkaEvent("orders", 0, 4)); code != 200 {
+		t.Fatalf("stale event 4: %d %s", code, body)
+	}
+	testkit.WaitFor(t, 30*time.Second, "a catch-up copy that found nothing", func() bool {
+		h.followMu.Lock()
+		defer h.followMu.Unlock()
+		return !h.following && time.Now().Before(h.quietUntil)
+	})
+	copies := f.copies.Load()
+	for off := int64(5); off < 15; off++ {
+		if code, body := post(t, hh, kafkaEvent("orders", 0, off)); code != 200 {
+			t.Fatalf("stale event %d: %d %s", off, code, body)
+		}
+	}
+	h.Close() // waits for any copy the events started
+	if n := f.copies.Load(); n != copies {
+		t.Errorf("%d copies after stale events with nothing new on the source, want none", n-copies)
+	}
+	if got := f.written[k]; len(got) != 15 || got[14] != 14 {
+		t.Errorf("written %v, want offsets 0..14 once each", got)
+	}
+}
+
 // TestRedeliveryAfterRestart: an event a previous process already copied (the stored position
 // covers it) is answered 200 after one copy that resumes from the stored position: nothing is
 // written twice.
