@@ -134,12 +134,18 @@ func (k *committer) request(why commitReason) {
 // commit runs a cycle for why (commitRevoke, commitSettle) and waits, within ctx, until its
 // positions are answered; it returns why they were not all stored.
 func (k *committer) commit(ctx context.Context, why commitReason) error {
+	return askCycle(ctx, k.reqs, k.stopped, why)
+}
+
+// askCycle sends a request for a cycle for why to a committer's goroutine (reqs; stopped is
+// closed once it has returned) and waits, within ctx, for its outcome.
+func askCycle(ctx context.Context, reqs chan<- commitRequest, stopped <-chan struct{}, why commitReason) error {
 	r := commitRequest{ctx: ctx, why: why, done: make(chan error, 1)}
 	select {
-	case k.reqs <- r:
+	case reqs <- r:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-k.stopped:
+	case <-stopped:
 		return errCommitterStopped
 	}
 	select {

@@ -543,20 +543,7 @@ func (k *eosCommitter) request(why commitReason) {
 
 // commit runs a cycle for why and waits, within ctx, until it has ended.
 func (k *eosCommitter) commit(ctx context.Context, why commitReason) error {
-	r := commitRequest{ctx: ctx, why: why, done: make(chan error, 1)}
-	select {
-	case k.reqs <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-k.stopped:
-		return errCommitterStopped
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return askCycle(ctx, k.reqs, k.stopped, why)
 }
 
 // finish is the copy's last cycle: every open transaction ends with its position, every

@@ -320,16 +320,7 @@ func TestFakeExactlyOnceSettleSeeksPastOtherCommit(t *testing.T) {
 	if err != nil || s.Reason != ReasonDone || s.Lag != 0 {
 		t.Fatalf("burst: %+v, %v; want done, lag 0\n%s", s, err, strings.Join(f.logs.lines, "\n"))
 	}
-	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	seen := map[string]int{}
-	for _, r := range got {
-		seen[string(r.Key)]++
-	}
-	for _, r := range recs {
-		if n := seen[string(r.Key)]; n != 1 {
-			t.Errorf("record %s committed %d times on the target, want once", r.Key, n)
-		}
-	}
+	f.assertCommittedOnce(recs, "src.orders")
 	if pos := f.positions()[TP{"orders", 0}]; pos != 29 {
 		t.Errorf("position of orders-0 = %d, want 29", pos)
 	}
@@ -394,16 +385,7 @@ func TestFakeExactlyOnceEpochErrorWithoutTakeover(t *testing.T) {
 			if n := f.logs.count("partition taken over by another instance (fenced)"); n != 0 {
 				t.Fatalf("%d partitions given up as fenced with no other producer", n)
 			}
-			got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-			seen := map[string]int{}
-			for _, r := range got {
-				seen[string(r.Key)]++
-			}
-			for _, r := range recs {
-				if n := seen[string(r.Key)]; n != 1 {
-					t.Errorf("record %s committed %d times on the target, want once", r.Key, n)
-				}
-			}
+			f.assertCommittedOnce(recs, "src.orders")
 		})
 	}
 }
@@ -454,16 +436,7 @@ func TestFakeExactlyOnceBoundsProducers(t *testing.T) {
 	if n := live.live.Load(); n != 0 {
 		t.Fatalf("%d transactional producers left open after the burst", n)
 	}
-	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	seen := map[string]int{}
-	for _, r := range got {
-		seen[string(r.Key)]++
-	}
-	for _, r := range recs {
-		if n := seen[string(r.Key)]; n != 1 {
-			t.Errorf("record %s committed %d times on the target, want once", r.Key, n)
-		}
-	}
+	f.assertCommittedOnce(recs, "src.orders")
 	pos := f.positions()
 	for p := range int32(parts) {
 		if pos[TP{"orders", p}] != 4 {
@@ -541,5 +514,20 @@ func TestFakeExactlyOnceStopWhileSettlingWaitsGrace(t *testing.T) {
 	var u *unsettledCommit
 	if !errors.As(err, &u) || strings.Contains(err.Error(), "undecided") {
 		t.Fatalf("burst: %v (summary %+v); want the commit unsettled by the stop, not waitStable's giving up", err, s)
+	}
+}
+
+// assertCommittedOnce checks that a read_committed reader of remote on the target sees each of
+// recs (by key) exactly once.
+func (f *fakeFlow) assertCommittedOnce(recs []*kgo.Record, remote string) {
+	f.t.Helper()
+	seen := map[string]int{}
+	for _, r := range f.readAllOpts(Target, remote, kgo.FetchIsolationLevel(kgo.ReadCommitted())) {
+		seen[string(r.Key)]++
+	}
+	for _, r := range recs {
+		if n := seen[string(r.Key)]; n != 1 {
+			f.t.Errorf("record %s committed %d times on the target, want once", r.Key, n)
+		}
 	}
 }
