@@ -167,9 +167,12 @@ func FuzzRoundTripRecords(f *testing.F) {
 func FuzzRoundTripOffsetKeys(f *testing.F) {
 	f.Add("A", "orders", "g1", int32(3), int64(1000))
 	f.Add("\x00\"\\/\u2028<>&", "\xff", "é😀", int32(-1), int64(-1))
+	f.Add("\xe0\xa0", "\xed\xa0\x80z", "\xf4\x90\x80\x80\xc3", int32(0), int64(0)) // truncated, a surrogate, past U+10FFFF
 	f.Fuzz(func(t *testing.T, a, b, c string, p int32, off int64) {
-		// JSON cannot carry invalid UTF-8; the encoder writes U+FFFD per invalid byte.
-		fix := func(s string) string { return string([]rune(s)) }
+		// JSON cannot carry invalid UTF-8: the encoder writes what Java's UTF-8 decoder makes of
+		// the bytes, one U+FFFD per maximal subpart of an ill-formed sequence (javaString,
+		// checked against Java by TestJavaUTF8Oracle).
+		fix := javaString
 		for _, tc := range []struct {
 			key  []byte
 			want OffsetKey
