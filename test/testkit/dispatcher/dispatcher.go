@@ -6,7 +6,10 @@
 // The kit is found, in order: $MM2GO_KNATIVE_DISPATCHER (the directory holding
 // run-dispatcher.sh), <repo root>/../shared/knative-dispatcher (the CI layout), then
 // shared/knative-dispatcher beside any ancestor of the repository root (a worktree nested
-// deeper). Without it a test is skipped on a developer machine and fails under CI=true.
+// deeper). Without it a test is skipped on a developer machine and fails under CI=true. The
+// dispatcher runs on Java 21+: $KDISP_JAVA, else the first java of /usr/lib/jvm/*/bin and
+// PATH whose version is 21 or more (.ci/run installs one where the package manager has it);
+// without one the test is skipped, saying so.
 package dispatcher
 
 import (
@@ -87,17 +90,19 @@ type Dispatcher struct {
 
 	t          testing.TB
 	script     string
+	java       string // the Java 21+ runtime it runs on (KDISP_JAVA of run-dispatcher.sh)
 	cfg        Config
 	mu         sync.Mutex
 	generation int
 	running    bool
 }
 
-// Script returns the path of run-dispatcher.sh, or ends the test (skip locally, fail under
-// CI=true) when the kit is not found.
+// Script returns the path of run-dispatcher.sh, or ends the test when the kit is not found
+// (skip locally, fail under CI=true) or no Java 21+ runtime is (skip: Java returns it).
 func Script(t testing.TB) string {
 	t.Helper()
 	if p, ok := find(testkit.RepoRoot(t)); ok {
+		Java(t)
 		return p
 	}
 	msg := "this test drives mirror serve with the genuine Knative KafkaSource dispatcher (dispatcher-loom of knative-extensions/eventing-kafka-broker, Java 21+), whose runner (run-dispatcher.sh) is not here: set $" + EnvDir + " to the directory holding it, or put it in ../shared/knative-dispatcher beside the repository. The rest of the suite does not need it"
@@ -106,6 +111,65 @@ func Script(t testing.TB) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// minJava is the Java feature release the dispatcher needs (it is built with --release 21).
+const minJava = 21
+
+// Java returns a Java 21+ runtime for the dispatcher: $KDISP_JAVA (the test fails if it is
+// older), else the first of /usr/lib/jvm/*/bin/java and java on PATH whose version is 21 or
+// more. Without one the test is skipped, naming the versions found: the runner would fail
+// with "no Java 21+ runtime found" or the JVM with UnsupportedClassVersionError.
+func Java(t testing.TB) string {
+	t.Helper()
+	if j := os.Getenv("KDISP_JAVA"); j != "" {
+		if v := javaVersion(j); v < minJava {
+			t.Fatalf("KDISP_JAVA=%s is Java %d; the Knative dispatcher needs Java %d+", j, v, minJava)
+		}
+		return j
+	}
+	cands, _ := filepath.Glob("/usr/lib/jvm/*/bin/java")
+	sort.Sort(sort.Reverse(sort.StringSlice(cands))) // newer names first: temurin-25 before openjdk-17
+	if p, err := exec.LookPath("java"); err == nil {
+		cands = append(cands, p)
+	}
+	j, seen := findJava(cands)
+	if j == "" {
+		t.Skipf("this test drives mirror serve with the genuine Knative KafkaSource dispatcher, which needs Java %d+, and no Java %d+ runtime was found (KDISP_JAVA unset; found: %s). Install one (e.g. openjdk-%d-jre-headless; .ci/run does where apt has it) or set KDISP_JAVA",
+			minJava, minJava, strings.Join(seen, ", "), minJava)
+	}
+	return j
+}
+
+// findJava returns the first of cands that is Java minJava or newer ("" if none), and each
+// candidate tried with its version.
+func findJava(cands []string) (string, []string) {
+	var seen []string
+	for _, c := range cands {
+		v := javaVersion(c)
+		seen = append(seen, fmt.Sprintf("%s is Java %d", c, v))
+		if v >= minJava {
+			return c, seen
+		}
+	}
+	return "", seen
+}
+
+// javaVersion is the feature release of the java binary at path (`openjdk version "17.0.15"`
+// is 17, "25" 25, "1.8.0_412" 8), or 0 when it does not run or says no version.
+func javaVersion(path string) int {
+	out, err := exec.Command(path, "-version").CombinedOutput()
+	if err != nil {
+		return 0
+	}
+	_, v, ok := strings.Cut(string(out), "version \"")
+	if !ok {
+		return 0
+	}
+	v, _, _ = strings.Cut(v, "\"")
+	v = strings.TrimPrefix(v, "1.")
+	n, _ := strconv.Atoi(strings.FieldsFunc(v, func(r rune) bool { return r < '0' || r > '9' })[0])
+	return n
 }
 
 func find(root string) (string, bool) {
@@ -155,7 +219,8 @@ func New(t testing.TB, cfg Config) *Dispatcher {
 	if group == "" {
 		group = cfg.Name + "-group"
 	}
-	d := &Dispatcher{Dir: t.TempDir(), Name: cfg.Name, Group: group, t: t, script: Script(t), cfg: cfg, generation: 1}
+	script := Script(t)
+	d := &Dispatcher{Dir: t.TempDir(), Name: cfg.Name, Group: group, t: t, script: script, java: Java(t), cfg: cfg, generation: 1}
 	d.writeContract()
 	t.Cleanup(func() {
 		d.Stop()
@@ -316,6 +381,7 @@ func (d *Dispatcher) run(args ...string) string {
 
 func (d *Dispatcher) runErr(args ...string) (string, error) {
 	cmd := exec.Command(d.script, args...)
+	cmd.Env = append(os.Environ(), "KDISP_JAVA="+d.java)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
