@@ -14,14 +14,7 @@ import (
 // out" and the running tests are printed all the same, it counts as failed, and the report
 // names the package as timed out.
 func TestTimedOutPackage(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "timeout.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out strings.Builder
-	tl := filter(f, &out)
-	got := out.String()
+	tl, got := filterFile(t, "timeout.json")
 	for _, want := range []string{"hang_test.go:11: waiting for the broker", "panic: test timed out after 1s", "\t\tTestStuck (1s)",
 		"example.com/ts/hang.TestStuck", "FAIL\texample.com/ts/hang\t1.012s"} {
 		if !strings.Contains(got, want) {
@@ -45,14 +38,7 @@ func TestTimedOutPackage(t *testing.T) {
 // os.Exit(1) before any test: no test fails, but the
 // count line says that two packages failed, and why.
 func TestPackageLevelFailures(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "pkgfail.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out strings.Builder
-	tl := filter(f, &out)
-	got := out.String()
+	tl, got := filterFile(t, "pkgfail.json")
 	for _, want := range []string{"b_test.go:5:40: cannot use", "FAIL\texample.com/ts/buildfail [build failed]", "setup: no cluster here", "FAIL\texample.com/ts/mainexit"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
@@ -62,6 +48,18 @@ func TestPackageLevelFailures(t *testing.T) {
 	if want := "== tests: 0 passed, 0 failed, 0 skipped; 2 packages failed: example.com/ts/buildfail (build failed), example.com/ts/mainexit (no test failed)\n"; !strings.HasSuffix(rep, want) {
 		t.Errorf("report:\n%s\nwant its last line %q", rep, want)
 	}
+}
+
+// filterFile is filter of testdata/name: the tally and the output.
+func filterFile(t *testing.T, name string) (*tally, string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out strings.Builder
+	return filter(f, &out), out.String()
 }
 
 // report is printReport of a tally file holding tl.
