@@ -113,20 +113,22 @@ type Config struct {
 	Port                  int           `envconfig:"PORT" cmd:"serve" scope:"env" default:"8080" desc:"HTTP port (set by Knative)"`
 
 	// Sender authentication of the serve sub-commands (shared/serve, docs/events.md).
-	ServeOIDCIssuer          string   `envconfig:"MM2_SERVE_OIDC_ISSUER" cmd:"serve" scope:"env" desc:"serve: accept only events carrying an OIDC bearer token (Knative Eventing sender authentication) from this issuer URL, e.g. the cluster's service account issuer https://kubernetes.default.svc.cluster.local; payload mode requires https (empty: no sender authentication)"`
-	ServeOIDCAudience        string   `envconfig:"MM2_SERVE_OIDC_AUDIENCE" cmd:"serve" scope:"env" desc:"serve: the audience the tokens must be issued for: the sink audience set on the KafkaSource/PingSource (required with MM2_SERVE_OIDC_ISSUER)"`
-	ServeOIDCAllowedSubjects []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" cmd:"serve" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
-	ServeOIDCCAFile          string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" cmd:"serve" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
-	ServeOIDCIssuerTokenFile string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" cmd:"serve" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests (over https, to the issuer's host and the jwks_uri host its discovery names), for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
-	ConfigFile               string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
-	AutomaticConfigProviders string   `envconfig:"MM2_AUTOMATIC_CONFIG_PROVIDERS" scope:"env" defaultdoc:"unset: every provider" desc:"config provider classes the MM2 properties file may use, comma separated, as Kafka's system property org.apache.kafka.automatic.config.providers: e.g. org.apache.kafka.common.config.provider.FileConfigProvider; none (or empty) forbids them all, so ${...} references stay as written; a config.providers.<name>.class not listed is an error"`
-	Flow                     string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
+	ServeOIDCIssuer            string   `envconfig:"MM2_SERVE_OIDC_ISSUER" cmd:"serve" scope:"env" desc:"serve: accept only events carrying an OIDC bearer token (Knative Eventing sender authentication) from this issuer URL, e.g. the cluster's service account issuer https://kubernetes.default.svc.cluster.local; payload mode requires https (empty: no sender authentication)"`
+	ServeOIDCAudience          string   `envconfig:"MM2_SERVE_OIDC_AUDIENCE" cmd:"serve" scope:"env" desc:"serve: the audience the tokens must be issued for: the sink audience set on the KafkaSource/PingSource (required with MM2_SERVE_OIDC_ISSUER)"`
+	ServeOIDCAllowedSubjects   []string `envconfig:"MM2_SERVE_OIDC_ALLOWED_SUBJECTS" cmd:"serve" scope:"env" desc:"serve: token subjects accepted, comma separated, e.g. system:serviceaccount:<namespace>:<service account>; a trailing * matches a prefix (empty: any subject of the issuer)"`
+	ServeOIDCSubjectEventTypes []string `envconfig:"MM2_SERVE_OIDC_SUBJECT_EVENT_TYPES" cmd:"serve" scope:"env" desc:"serve: event types each sender may send, as Knative EventPolicy filters: comma separated <subject>=<type>|<type>..., a trailing * on a subject or type matches a prefix, e.g. system:serviceaccount:mm2go:mm2go-burst-oidc-sources.knative.dev-pingsource=dev.knative.sources.ping; another type from that subject gets 403 (empty, or a subject no entry names: any type)"`
+	ServeOIDCCAFile            string   `envconfig:"MM2_SERVE_OIDC_CA_FILE" cmd:"serve" scope:"env" desc:"serve: PEM CA bundle trusted for the issuer's HTTPS endpoints, e.g. /var/run/secrets/kubernetes.io/serviceaccount/ca.crt (empty: system roots)"`
+	ServeOIDCIssuerTokenFile   string   `envconfig:"MM2_SERVE_OIDC_ISSUER_TOKEN_FILE" cmd:"serve" scope:"env" desc:"serve: bearer token file sent with the issuer's discovery and JWKS requests (over https, to the issuer's host and the jwks_uri host its discovery names), for a Kubernetes API server issuer that serves them to authenticated callers only: /var/run/secrets/kubernetes.io/serviceaccount/token (empty: none)"`
+	ConfigFile                 string   `envconfig:"MM2_CONFIG_FILE" scope:"env" desc:"MM2 properties file (connect-mirror-maker.sh's mm2.properties) read before the environment"`
+	AutomaticConfigProviders   string   `envconfig:"MM2_AUTOMATIC_CONFIG_PROVIDERS" scope:"env" defaultdoc:"unset: every provider" desc:"config provider classes the MM2 properties file may use, comma separated, as Kafka's system property org.apache.kafka.automatic.config.providers: e.g. org.apache.kafka.common.config.provider.FileConfigProvider; none (or empty) forbids them all, so ${...} references stay as written; a config.providers.<name>.class not listed is an error"`
+	Flow                       string   `envconfig:"MM2_FLOW" scope:"env" desc:"flow to run, e.g. primary->backup, when the file enables several (unset: run runs them all; serve and the other commands need one)"`
 }
 
 // SenderAuth is the serve sub-commands' sender authentication settings.
 func (c *Config) SenderAuth() serve.SenderAuthConfig {
 	return serve.SenderAuthConfig{Issuer: c.ServeOIDCIssuer, Audience: c.ServeOIDCAudience,
-		AllowedSubjects: c.ServeOIDCAllowedSubjects, CAFile: c.ServeOIDCCAFile, TokenFile: c.ServeOIDCIssuerTokenFile}
+		AllowedSubjects: c.ServeOIDCAllowedSubjects, CAFile: c.ServeOIDCCAFile, TokenFile: c.ServeOIDCIssuerTokenFile,
+		SubjectEventTypes: c.ServeOIDCSubjectEventTypes}
 }
 
 // ConnectError explains a failed connection to the flow's "source" or "target" cluster with

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/protocol"
 	"github.com/coreos/go-oidc/v3/oidc"
 )
 
@@ -24,6 +25,8 @@ const (
 	EnvOIDCAllowedSubjects = "MM2_SERVE_OIDC_ALLOWED_SUBJECTS"
 	EnvOIDCCAFile          = "MM2_SERVE_OIDC_CA_FILE"
 	EnvOIDCTokenFile       = "MM2_SERVE_OIDC_ISSUER_TOKEN_FILE"
+	// EnvOIDCSubjectEventTypes ties subjects to the event types they may send.
+	EnvOIDCSubjectEventTypes = "MM2_SERVE_OIDC_SUBJECT_EVENT_TYPES"
 )
 
 // SenderAuthConfig turns on Knative Eventing's OIDC sender authentication: every event request
@@ -47,6 +50,11 @@ type SenderAuthConfig struct {
 	// only to authenticated callers unless anonymous access is granted
 	// (/var/run/secrets/kubernetes.io/serviceaccount/token).
 	TokenFile string
+	// SubjectEventTypes, if set, ties subjects to the CloudEvent types they may send, as a
+	// Knative EventPolicy's filters do for its senders: entries "<subject>=<type>|<type>...",
+	// a subject or type ending in '*' matching a prefix. A sender whose subject matches an
+	// entry may send only its types (403 otherwise); a subject no entry names, any type.
+	SubjectEventTypes []string
 
 	// keyFetchEvery overrides jwksMinInterval (tests that rotate keys within it).
 	keyFetchEvery time.Duration
@@ -59,7 +67,7 @@ func (c SenderAuthConfig) Enabled() bool { return c.Issuer != "" }
 // zero value is valid (off).
 func (c SenderAuthConfig) Validate() error {
 	if !c.Enabled() {
-		for env, set := range map[string]bool{EnvOIDCAudience: c.Audience != "", EnvOIDCAllowedSubjects: len(c.AllowedSubjects) > 0,
+		for env, set := range map[string]bool{EnvOIDCAudience: c.Audience != "", EnvOIDCAllowedSubjects: len(c.AllowedSubjects) > 0, EnvOIDCSubjectEventTypes: len(c.SubjectEventTypes) > 0,
 			EnvOIDCCAFile: c.CAFile != "", EnvOIDCTokenFile: c.TokenFile != ""} {
 			if set {
 				return fmt.Errorf("%s is set but %s is not: set the issuer to turn on sender authentication", env, EnvOIDCIssuer)
@@ -81,6 +89,12 @@ func (c SenderAuthConfig) validate() (*x509.CertPool, error) {
 	for _, s := range c.AllowedSubjects {
 		if i := strings.IndexByte(s, '*'); i >= 0 && i != len(s)-1 {
 			return nil, fmt.Errorf("%s: %q: '*' may only end an entry", EnvOIDCAllowedSubjects, s)
+		}
+	}
+	for _, e := range c.SubjectEventTypes {
+		sub, types, ok := strings.Cut(e, "=")
+		if !ok || strings.TrimSpace(sub) == "" || strings.TrimSpace(types) == "" {
+			return nil, fmt.Errorf("%s: %q: want <subject>=<type>|<type>, more types after |", EnvOIDCSubjectEventTypes, e)
 		}
 	}
 	if c.TokenFile != "" && !strings.HasPrefix(c.Issuer, "https://") {
@@ -279,31 +293,31 @@ type authError struct {
 }
 
 // check verifies r's bearer token; nil means the sender is trusted.
-func (a *senderAuth) check(r *http.Request) *authError {
+func (a *senderAuth) check(r *http.Request) (string, *authError) {
 	h := r.Header.Get("Authorization")
 	scheme, raw, ok := strings.Cut(h, " ")
 	raw = strings.TrimSpace(raw)
 	if h == "" {
-		return &authError{http.StatusUnauthorized, "sender authentication: missing Authorization: Bearer token"}
+		return "", &authError{http.StatusUnauthorized, "sender authentication: missing Authorization: Bearer token"}
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
-		return &authError{http.StatusUnauthorized, "sender authentication: the Authorization header is not a Bearer token"}
+		return "", &authError{http.StatusUnauthorized, "sender authentication: the Authorization header is not a Bearer token"}
 	}
 	v, err := a.verifier(r.Context())
 	if err != nil {
-		return &authError{http.StatusServiceUnavailable, fmt.Sprintf("sender authentication: discovering issuer %s (%s) failed: %s", a.cfg.Issuer, EnvOIDCIssuer, scrub(err.Error(), raw))}
+		return "", &authError{http.StatusServiceUnavailable, fmt.Sprintf("sender authentication: discovering issuer %s (%s) failed: %s", a.cfg.Issuer, EnvOIDCIssuer, scrub(err.Error(), raw))}
 	}
 	tok, err := v.Verify(r.Context(), raw)
 	if err != nil && strings.Contains(err.Error(), errPaced.Error()) {
-		return &authError{http.StatusServiceUnavailable, "sender authentication: the token's key is not known yet and " + errPaced.Error() + "; retry"}
+		return "", &authError{http.StatusServiceUnavailable, "sender authentication: the token's key is not known yet and " + errPaced.Error() + "; retry"}
 	}
 	if err != nil {
-		return &authError{http.StatusUnauthorized, "sender authentication: invalid token: " + scrub(err.Error(), raw)}
+		return "", &authError{http.StatusUnauthorized, "sender authentication: invalid token: " + scrub(err.Error(), raw)}
 	}
 	if !subjectAllowed(a.cfg.AllowedSubjects, tok.Subject) {
-		return &authError{http.StatusForbidden, fmt.Sprintf("sender authentication: subject %q is not allowed (%s)", tok.Subject, EnvOIDCAllowedSubjects)}
+		return "", &authError{http.StatusForbidden, fmt.Sprintf("sender authentication: subject %q is not allowed (%s)", tok.Subject, EnvOIDCAllowedSubjects)}
 	}
-	return nil
+	return tok.Subject, nil
 }
 
 func subjectAllowed(allowed []string, sub string) bool {
@@ -329,7 +343,8 @@ func scrub(s, token string) string {
 // wrap lets only trusted senders reach next.
 func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if e := a.check(r); e != nil {
+		sub, e := a.check(r)
+		if e != nil {
 			a.log.Warn("event refused", "status", e.status, "reason", oneLine(e.reason), "remote", r.RemoteAddr)
 			if e.status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
@@ -337,23 +352,56 @@ func (a *senderAuth) wrap(next http.HandlerFunc) http.HandlerFunc {
 			writeText(w, e.status, e.reason)
 			return
 		}
-		next(w, r.WithContext(WithSender(r.Context())))
+		next(w, r.WithContext(context.WithValue(r.Context(), senderKey{}, &sender{subject: sub, types: eventTypesOf(a.cfg.SubjectEventTypes, sub)})))
 	}
 }
 
 type senderKey struct{}
 
+// sender is a verified sender: its subject and the event types it may send (nil: any).
+type sender struct {
+	subject string
+	types   []string
+}
+
 // WithSender returns ctx marked as the context of a request whose sender's token was verified.
 // The server marks every request it lets through sender authentication; handlers' tests use it
 // to act as such a request.
 func WithSender(ctx context.Context) context.Context {
-	return context.WithValue(ctx, senderKey{}, true)
+	return context.WithValue(ctx, senderKey{}, &sender{})
 }
 
 // Authenticated reports whether ctx is that of a request whose sender's token was verified.
 // Without it a handler should answer as to anyone who can reach the service: no topic names,
 // counts or cluster errors.
-func Authenticated(ctx context.Context) bool { v, _ := ctx.Value(senderKey{}).(bool); return v }
+func Authenticated(ctx context.Context) bool { _, ok := ctx.Value(senderKey{}).(*sender); return ok }
+
+// eventTypesOf returns the event types entries allow subject (nil: any type; the entries of
+// every matching subject count).
+func eventTypesOf(entries []string, subject string) []string {
+	var types []string
+	for _, e := range entries {
+		sub, list, _ := strings.Cut(e, "=")
+		if subjectAllowed([]string{strings.TrimSpace(sub)}, subject) {
+			for _, t := range strings.Split(list, "|") {
+				if t = strings.TrimSpace(t); t != "" {
+					types = append(types, t)
+				}
+			}
+		}
+	}
+	return types
+}
+
+// typeRefused answers an event whose type its verified sender may not send (EventPolicy
+// filters, MM2_SERVE_OIDC_SUBJECT_EVENT_TYPES), nil when it may.
+func typeRefused(ctx context.Context, typ string) protocol.Result {
+	sd, _ := ctx.Value(senderKey{}).(*sender)
+	if sd == nil || sd.types == nil || subjectAllowed(sd.types, typ) {
+		return nil
+	}
+	return Text(http.StatusForbidden, "sender authentication: subject %q may not send events of type %q (%s)", sd.subject, oneLine(typ), EnvOIDCSubjectEventTypes)
+}
 
 // ErrNoSenderAuth is returned by CheckPayloadAuth.
 var ErrNoSenderAuth = errors.New("MM2_EVENT_MODE=payload writes each event's body to the target cluster as a record, so it must know who sent the event: " +

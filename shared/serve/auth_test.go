@@ -380,3 +380,43 @@ func TestSenderAuthAPIServerIssuer(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjectEventTypes: MM2_SERVE_OIDC_SUBJECT_EVENT_TYPES ties subjects to the event types
+// they may send (Knative EventPolicy's filters on a policy's senders): the ping source's
+// identity may send ticks but not record events (403, the handler not called), the KafkaSource's
+// identity record events; a subject without an entry sends any type. Tokens from the real
+// issuer.
+func TestSubjectEventTypes(t *testing.T) {
+	iss := oidcissuer.Start(t, oidcissuer.Options{})
+	const ping, kafka, other = "system:serviceaccount:mm2go:ping-oidc", "system:serviceaccount:mm2go:kafkasource-oidc", "system:serviceaccount:mm2go:admin"
+	handled := 0
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{Issuer: iss.Issuer(oidcissuer.DefaultIssuer), Audience: sinkAudience,
+		AllowedSubjects:   []string{ping, kafka, other},
+		SubjectEventTypes: []string{ping + "=dev.knative.sources.ping", "system:serviceaccount:mm2go:kafkasource-*=dev.knative.kafka.event|com.example.*"},
+	}}, quietLogger(), HandlerFunc(func(context.Context, event.Event) protocol.Result { handled++; return nil }))
+	send := func(sub, typ string) (int, string) {
+		t.Helper()
+		tok := iss.Token(oidcissuer.DefaultIssuer, sub, "unused", sinkAudience, "")
+		return do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer " + tok, "ce-type": typ}))
+	}
+	for _, tc := range []struct {
+		sub, typ string
+		want     int
+	}{
+		{ping, "dev.knative.sources.ping", 200},
+		{ping, "dev.knative.kafka.event", 403},
+		{kafka, "dev.knative.kafka.event", 200},
+		{kafka, "com.example.order", 200},
+		{kafka, "dev.knative.sources.ping", 403},
+		{other, "dev.knative.kafka.event", 200},
+	} {
+		before := handled
+		code, body := send(tc.sub, tc.typ)
+		if code != tc.want || (code == 403) != (handled == before) {
+			t.Errorf("%s sending %s: answer %d %q (handler called %d times), want %d", tc.sub, tc.typ, code, body, handled-before, tc.want)
+		}
+	}
+	if err := (SenderAuthConfig{Issuer: "https://i", Audience: "a", SubjectEventTypes: []string{"no-equals-sign"}}).Validate(); err == nil || !strings.Contains(err.Error(), EnvOIDCSubjectEventTypes) {
+		t.Errorf("an entry without '=': %v, want an error naming %s", err, EnvOIDCSubjectEventTypes)
+	}
+}

@@ -179,6 +179,9 @@ func (s *server) invoke(ctx context.Context, e event.Event) (res protocol.Result
 			res = Text(http.StatusInternalServerError, "internal error: panic while handling event %s: %v", e.ID(), v)
 		}
 	}()
+	if res := typeRefused(ctx, e.Type()); res != nil {
+		return res
+	}
 	return s.h.Handle(ctx, e)
 }
 
