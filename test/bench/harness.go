@@ -761,7 +761,9 @@ func (h *harness) runGroup(ctx context.Context, w workload, topics []string, n i
 	var remote []string
 	for i := range n {
 		member := fmt.Sprintf("%s-%c", logName, 'a'+i)
-		cmd, logFile, r, err := h.mm2goCmd(ctx, w, topics, "gosplit", "gotgt", member, []string{"run"}, "MM2_BURST_GROUP="+group, "POD_NAME=bench-"+member+h.roundSuffix())
+		// A flow of its own per contender (source alias "go"+logName): the ×1, ×2 and ×4 rows of one
+		// round must not resume each other's stored positions.
+		cmd, logFile, r, err := h.mm2goCmd(ctx, w, topics, "go"+logName, "gotgt", member, []string{"run"}, "MM2_BURST_GROUP="+group, "POD_NAME=bench-"+member+h.roundSuffix())
 		if err != nil {
 			return contender{}, err
 		}
