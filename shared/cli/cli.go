@@ -7,7 +7,9 @@
 // (MM2_BURST_MAX_DURATION, MM2_BURST_MAX_RECORDS) ended a burst that copied records; 3 run
 // again later: a stop signal, a cluster unreachable for longer than the run waits, or a budget
 // that ended a burst before it copied anything; 1 the job failed; 2 the configuration is
-// invalid (or the command line is).
+// invalid (or the command line is), or a cluster's limit refuses it (a replication factor,
+// transactions, positions lost to retention): refused before copying, but for the offsets
+// topic's replication factor on a flow's first run.
 //
 // SIGTERM and SIGINT cancel the job's context: a run stops fetching, finishes in-flight writes,
 // commits its positions and exits within a few seconds. A second signal exits at once.
@@ -36,7 +38,7 @@ import (
 const (
 	ExitOK     = 0 // done, or a budget ended a burst that made progress
 	ExitFailed = 1 // the job failed
-	ExitConfig = 2 // invalid configuration or command line
+	ExitConfig = 2 // invalid configuration or command line, or a cluster's limit refusing it
 	ExitMore   = 3 // run again later: stopped, a cluster unreachable, or no progress
 )
 

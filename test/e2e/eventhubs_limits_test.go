@@ -174,13 +174,17 @@ func TestEventHubsCompressedSource(t *testing.T) {
 // broker count is a settings error (exit 2) naming the setting that gave it (remote topics:
 // MM2_REPLICATION_FACTOR; the offsets topic: MM2_OFFSET_STORAGE_REPLICATION_FACTOR) and the
 // broker count, every run the same; at da9ea34 every run exited 3 ("run again later") within
-// a second. Event Hubs keeps its own copies: the double takes the factor 3 of Microsoft's MM2
-// tutorial.
+// a second. A run refused for the offsets topic's factor on a flow's first run has copied
+// what its summary's records say (that topic is created behind the copy) without storing
+// positions, and the run with the factor fixed copies it again: the remote topic holds
+// exactly the summaries' records. Event Hubs keeps its own copies: the double takes the
+// factor 3 of Microsoft's MM2 tutorial.
 func TestReplicationFactorTargetCannotGive(t *testing.T) {
 	c := testkit.Require(t)
 	topic := createTopic(t, c.Source.Bootstrap, testkit.Name(t, "rf"), 1, nil)
 	testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, "source."+topic)
 	testkit.Produce(t, c.Source.Bootstrap, testkit.SampleRecords(topic, 1, 10)...)
+	var remote int64 // records on the remote topic
 	for _, tc := range []struct{ set, says string }{
 		{"MM2_REPLICATION_FACTOR=3", "MM2_REPLICATION_FACTOR (replication.factor)"},
 		{"MM2_OFFSET_STORAGE_REPLICATION_FACTOR=3", "MM2_OFFSET_STORAGE_REPLICATION_FACTOR (offset.storage.replication.factor)"},
@@ -189,10 +193,24 @@ func TestReplicationFactorTargetCannotGive(t *testing.T) {
 		// before it fails on the remote topic.
 		offsets := testkit.Name(t, "offsets")
 		testkit.DeleteTopicsAtEnd(t, c.Target.Bootstrap, offsets)
+		var copied int64
 		for range 2 {
 			r := RunMirror(t, MirrorEnv(c, topic, tc.set, "MM2_OFFSET_STORAGE_TOPIC="+offsets))
 			wantRefusal(t, tc.set, r, 2, tc.says, "replication factor 3", "lists 1 broker(s)", "-1 for the broker's default")
+			copied += r.Records()
 		}
+		// The remote topic is created first, and on a flow's first run the offsets topic
+		// behind the copy: what a refused run copied before the offsets topic failed is on
+		// the target without a stored position (the summary's records say how many), and
+		// the run with the factor fixed copies it again.
+		if r := RunMirror(t, MirrorEnv(c, topic, "MM2_OFFSET_STORAGE_TOPIC="+offsets)); r.Code != 0 || r.Records() != 10 {
+			t.Fatalf("%s fixed: exit %d, %d records; want 0, 10\n%s", tc.set, r.Code, r.Records(), lastLines(r.Stderr, 20))
+		}
+		if got := EndOffsetsSum(testkit.Context(t, time.Minute), c.Target.Bootstrap, "source."+topic); got != remote+copied+10 {
+			t.Fatalf("%s: the remote topic holds %d records, want %d before, %d from the refused runs' summaries and 10 from the fixed run", tc.set, got, remote, copied)
+		}
+		t.Logf("%s: the refused runs copied %d records", tc.set, copied)
+		remote += copied + 10
 	}
 	f := ehfake.New(t, ehfake.Config{})
 	r := ehRun(t, ehEnv(c, f, topic), "MM2_REPLICATION_FACTOR=3", "MM2_OFFSET_STORAGE_REPLICATION_FACTOR=3")
