@@ -113,8 +113,9 @@ type Summary struct {
 	// with why: an exactly-once partition another instance took over ("fenced: ..."), or whose
 	// commit could not be settled ("not settled: ..."), or a partition whose source yielded no
 	// record before its end offset ("stalled: ..."). Their records left count in `lag`, unless
-	// another member of the burst group owns the partition now (said after the why); a `mirror
-	// run` whose burst is `done` with `lag` exits 3.
+	// another member of the burst group, or the instance that took an exactly-once partition
+	// over, owns the partition now (said after the why); a `mirror run` whose burst is `done`
+	// with `lag` exits 3.
 	GivenUp map[string]string `json:"given_up,omitempty"`
 
 	parts []partResult // per partition, for the calls sharing a copy

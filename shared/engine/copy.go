@@ -1207,6 +1207,10 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		if gaveUp == "" && stalled && lag > 0 && reason == ReasonDone {
 			gaveUp = fmt.Sprintf("stalled: the source yielded no record from offset %d to its end offset %d", next, st.w.end)
 		}
+		if st.ownedElsewhere {
+			lag = 0
+			gaveUp += "; another instance owns it now"
+		}
 		if c.bo.Group != "" && held[st.w.tp] != st {
 			lag = 0 // revoked before this member left: the group handed it to another
 			if gaveUp != "" {

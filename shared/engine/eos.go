@@ -758,9 +758,15 @@ func (k *eosCommitter) end(ctx, wait context.Context, p *txnPart, pos int64, par
 }
 
 // fenced gives p's partition up to the producer that took it over: its transactions win,
-// ours were aborted. That is the design working, not a failure; the records left are lag.
+// ours were aborted. That is the design working, not a failure: the instance whose producer
+// fenced ours copies the partition now, so its records left are not this copy's lag (a `mirror
+// run` overlapping another run of the flow, each taking every partition, exits 0 when the
+// other took partitions from it).
 func (k *eosCommitter) fenced(p *txnPart, err error) {
 	k.e.log.Warn("partition taken over by another instance (fenced)", "partition", p.st.w.tp.String(), "err", err)
+	p.st.mu.Lock()
+	p.st.ownedElsewhere = true
+	p.st.mu.Unlock()
 	k.giveUp(p, "fenced: another instance took it over")
 }
 

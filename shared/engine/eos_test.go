@@ -65,8 +65,8 @@ func TestExactlyOnce(t *testing.T) {
 // TestExactlyOnceOverlappingBursts runs two exactly-once bursts of the same flow at once: the
 // first (A) is held at its first fetched batch, after it initialized its transactional ids,
 // until the second (B) fetches, having fenced A's ids. B copies every record; A, released,
-// meets the fence on at least one partition, reports no error (taken over is the design
-// working) and commits nothing; a final burst finds nothing left; and a read_committed reader
+// meets the fence on at least one partition, reports no error and no lag (taken over is the
+// design working: B owns the partitions now) and commits nothing; a final burst finds nothing left; and a read_committed reader
 // of the target sees exactly the records the test wrote, once each, in order.
 func TestExactlyOnceOverlappingBursts(t *testing.T) {
 	c := testkit.Require(t)
@@ -121,8 +121,8 @@ func TestExactlyOnceOverlappingBursts(t *testing.T) {
 	}
 	fenced := strings.Count(logA.String(), "partition taken over by another instance (fenced)")
 	t.Logf("burst A: %d records, reason %s, err %v; fenced on %d partitions", ra.s.Records, ra.s.Reason, ra.err, fenced)
-	if ra.err != nil {
-		t.Errorf("burst A, fenced by B: %v, want no error", ra.err)
+	if ra.err != nil || ra.s.Lag != 0 {
+		t.Errorf("burst A, fenced by B: lag %d, err %v; want lag 0 (B owns A's partitions now), no error", ra.s.Lag, ra.err)
 	}
 	if fenced < 1 {
 		t.Errorf("burst A logged no fenced partition; its log:\n%s", logA.String())
@@ -530,4 +530,46 @@ func (f *fakeFlow) assertCommittedOnce(recs []*kgo.Record, remote string) {
 			f.t.Errorf("record %s committed %d times on the target, want once", r.Key, n)
 		}
 	}
+}
+
+// TestFakeExactlyOnceTakenOverIsOwnedElsewhere: while an exactly-once burst commits its first
+// transaction of orders-0, another instance of the flow takes the partition over (its
+// producer with the same transactional id fences the burst's) and commits all of the
+// partition's records with their position. The burst gives orders-0 up to it and copies
+// orders-1: it is done with nothing left to it (lag 0, as a burst group member whose partition
+// another member took: a `mirror run` exits 0), the summary names orders-0 as owned by
+// another instance now, and the target holds every record once.
+func TestFakeExactlyOnceTakenOverIsOwnedElsewhere(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 30)
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	id := e.TransactionalID(TP{"orders", 0})
+	var (
+		took     atomic.Bool
+		otherErr atomic.Value
+	)
+	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if end := req.(*kmsg.EndTxnRequest); !end.Commit || end.TransactionalID != id || took.Swap(true) {
+			return nil, nil, false
+		}
+		f.tgt.SleepControl(func() {
+			if err := f.commitAsOtherInstance(e, id, TP{"orders", 0}, "src.orders", inPartition(recs, 0)); err != nil {
+				otherErr.Store(err)
+			}
+		})
+		return nil, nil, false // answered as the broker does: this producer is fenced now
+	})
+	s, err := e.Burst(context.Background(), BurstOptions{})
+	if !took.Load() || otherErr.Load() != nil {
+		t.Fatalf("the other instance took orders-0 over: %v, its commit: %v", took.Load(), otherErr.Load())
+	}
+	if err != nil || s.Reason != ReasonDone || s.Lag != 0 || s.MoreToDo() {
+		t.Errorf("burst: reason %s, lag %d, records %d, err %v; want done with lag 0 (orders-0 is the other instance's now)", s.Reason, s.Lag, s.Records, err)
+	}
+	if why := s.GivenUp["orders-0"]; len(s.GivenUp) != 1 || !strings.HasPrefix(why, "fenced: another instance took it over") || !strings.HasSuffix(why, "; another instance owns it now") {
+		t.Errorf("partitions given up: %v; want orders-0 alone, fenced, owned by another instance now", s.GivenUp)
+	}
+	f.assertCommittedOnce(recs, "src.orders")
 }

@@ -774,7 +774,8 @@ func TestFakeProducerWarmedWhileTopicsAreCreated(t *testing.T) {
 // producer's EndTxn that it takes for a retry of the fencing abort (state CompleteAbort). The
 // transaction was aborted, so the partition is given up to the other instance as for
 // PRODUCER_FENCED: the burst does not fail, its records are not visible read_committed, the
-// stored position does not pass what the target committed, and the summary shows the lag.
+// stored position does not pass what the target committed, and the summary names the
+// partition as the other instance's now (not this burst's lag).
 func TestFakeExactlyOnceCommitFencedInvalidTxnState(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
 	recs := f.produce("orders", 2, 30)
@@ -817,15 +818,21 @@ func TestFakeExactlyOnceCommitFencedInvalidTxnState(t *testing.T) {
 		t.Fatalf("no commit fenced (id %q, fencing error %v)", fencedID, fenceErr)
 	}
 	mu.Unlock()
-	if err != nil || s.Reason != ReasonDone || s.Lag == 0 {
-		t.Fatalf("burst: %+v, %v; want no error, done, the fenced partition's records as lag\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	if err != nil || s.Reason != ReasonDone || s.Lag != 0 || len(s.GivenUp) != 1 {
+		t.Fatalf("burst: %+v, %v; want no error, done, lag 0, one partition given up\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	}
+	var fencedPart int32 = -1
+	for tp, why := range s.GivenUp {
+		if strings.HasSuffix(why, "another instance owns it now") {
+			fmt.Sscanf(tp, "orders-%d", &fencedPart)
+		}
 	}
 	if f.logs.count("partition taken over by another instance (fenced)") != 1 {
 		t.Fatalf("no partition given up as fenced; log:\n%s", strings.Join(f.logs.lines, "\n"))
 	}
 	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if int64(len(got)) != s.Records || s.Records+s.Lag != int64(len(recs)) {
-		t.Fatalf("read_committed reader sees %d records; summary %d records, lag %d of %d", len(got), s.Records, s.Lag, len(recs))
+	if left := len(inPartition(recs, fencedPart)); fencedPart < 0 || int64(len(got)) != s.Records || s.Records+int64(left) != int64(len(recs)) {
+		t.Fatalf("read_committed reader sees %d records; summary %d records, %d left in partition %d given up (%v), of %d", len(got), s.Records, left, fencedPart, s.GivenUp, len(recs))
 	}
 	seen := map[string]bool{}
 	perPart := map[int32]int64{}

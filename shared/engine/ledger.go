@@ -51,6 +51,10 @@ type partLedger struct {
 	// an exactly-once partition another instance took over, or whose commit could not be
 	// settled. Summary.GivenUp reports it.
 	gaveUp string
+	// ownedElsewhere: given up to another instance that fenced this copy's transactional id
+	// (exactly-once), under mu. That instance copies the partition now: what is left of it is
+	// not this copy's lag, as a partition another member of a burst group took is not.
+	ownedElsewhere bool
 }
 
 // inflightRec is a record handed to the producer: the record itself (to check that the

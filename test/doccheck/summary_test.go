@@ -76,7 +76,7 @@ var fieldNotes = map[string]string{
 
 // reasonNotes say what each burst reason means to a user, and the exit code `run` gives it.
 var reasonNotes = map[string]string{
-	"done":         "the burst copied all it could: exit 0 when every selected partition reached the end offset seen at the burst's start (or, in a burst group, another member owns it now); exit 3 when partitions were given up with records left (`given_up` names each and why: exactly-once fenced or not settled, or a source that yielded no record before its end offset), their records in `lag`",
+	"done":         "the burst copied all it could: exit 0 when every selected partition reached the end offset seen at the burst's start (or another instance owns it now: in a burst group another member, in exactly-once mode the run that fenced this one's transactional id); exit 3 when partitions were given up with records left (`given_up` names each and why: an exactly-once commit not settled, or a source that yielded no record before its end offset), their records in `lag`",
 	"max-records":  "`MM2_BURST_MAX_RECORDS` records were copied; exit 0 (exit 3 if none was copied while records were left), the rest is `lag`",
 	"max-duration": "`MM2_BURST_MAX_DURATION` elapsed; exit 0 (exit 3 if nothing was copied while records were left), the rest is `lag`",
 	"stopped":      "a stop signal (SIGTERM, SIGINT) ended the burst; positions of what was copied are stored; exit 3",
