@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func TestKnativeBehaviour(t *testing.T) {
 			t.Errorf("KafkaSource %s: initialOffset %v, want latest (the bursts copy the backlog)", name, got)
 		}
 	}
+	checkKafkaSourceHeartbeats(t, "knative/", dd)
 
 	// No comment may call a setting the functions read "not read yet".
 	stale := regexp.MustCompile(`(?i)not read (by the functions )?yet|once mm2go's .*settings exist|are being added`)
@@ -80,6 +82,26 @@ func TestKnativeBehaviour(t *testing.T) {
 		for _, f := range files {
 			rel, _ := filepath.Rel(repoRoot(t), f)
 			checkNoStale(t, rel, stale)
+		}
+	}
+}
+
+// checkKafkaSourceHeartbeats: the mirror copies the source's heartbeats topic (MM2's
+// heartbeats.replication.enabled, on unless a settings ConfigMap turns it off), and the
+// heartbeat function's replication_latency_ms is the age of the newest heartbeat copied. A
+// KafkaSource that does not subscribe to it leaves the heartbeats to the scheduled bursts, so
+// the figure measures the PingSource's interval, not the event path that copies the records.
+func checkKafkaSourceHeartbeats(t *testing.T, from string, dd *decoded) {
+	t.Helper()
+	for _, cm := range dd.configMaps {
+		if strings.EqualFold(strings.TrimSpace(cm.Data["MM2_HEARTBEATS_REPLICATION_ENABLED"]), "false") {
+			return
+		}
+	}
+	for name, ks := range dd.kafkaSources {
+		topics, _ := nested(ks, "spec", "topics").([]any)
+		if !slices.Contains(topics, any("heartbeats")) {
+			t.Errorf("%s KafkaSource %s: topics %v lack heartbeats: the heartbeats the mirror copies wait for the next scheduled burst, and replication_latency_ms measures that schedule, not the event path", from, name, topics)
 		}
 	}
 }

@@ -176,6 +176,7 @@ func TestHelmChartRelease(t *testing.T) {
 					t.Errorf("KafkaSource %s: initialOffset %v, want latest (the scheduled bursts copy the backlog; earliest sends one request per existing record)", name, got)
 				}
 			}
+			checkKafkaSourceHeartbeats(t, "chart", dd)
 			// The chart README states the delivery settings the template renders.
 			readme := string(mustRead(t, chartDir+"/README.md"))
 			m := regexp.MustCompile(`(\d+) exponential retries from ([\d.]+) s, (\d+) s timeout`).FindStringSubmatch(readme)
