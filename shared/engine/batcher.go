@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 // topics of one request together, where separate requests queue one after the other (50 new
 // topics: 50 requests of some 30 ms each).
 type topicBatcher struct {
+	bg *background // runs the requests; set by Engine.wire
+
 	mu      sync.Mutex
 	queue   []*createCall
 	running bool
@@ -35,9 +38,18 @@ func (b *topicBatcher) create(ctx context.Context, cl *kgo.Client, topics []clus
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
 	if !b.running {
-		b.running = true
 		// The requests outlive the caller that started them: later callers wait on them too.
-		go b.run(context.WithoutCancel(ctx), cl)
+		rctx, stop := b.bg.detach(ctx)
+		b.running = b.bg.goDo(func() {
+			defer stop()
+			b.run(rctx, cl)
+		})
+		if !b.running {
+			stop()
+			b.queue = b.queue[:len(b.queue)-1]
+			b.mu.Unlock()
+			return fmt.Errorf("creating topics: %w", errEngineClosed)
+		}
 	}
 	b.mu.Unlock()
 	select {

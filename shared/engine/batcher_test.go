@@ -60,7 +60,7 @@ func TestTopicBatcher(t *testing.T) {
 	}
 	defer cl.Close()
 
-	var b topicBatcher
+	b := topicBatcher{bg: newBackground()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

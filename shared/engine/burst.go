@@ -143,6 +143,7 @@ type burstRunner struct {
 	positions *positionStore
 	reuse     *reused // serve's long-lived producers and checks, for runs with reuse
 	pipe      *Engine
+	bg        *background
 }
 
 // work is one partition to copy in a burst.
@@ -281,7 +282,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 	if deferrable && offsets == nil {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, br.tgt, br.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
-			offsets = createInBackground(prepared, func() (int32, error) {
+			offsets = createInBackground(br.bg, prepared, func() (int32, error) {
 				return rideOut(ctx, br.log, br.opts.OffsetStorageTopic, func(ctx context.Context) (int32, error) {
 					n, _, err := ensureOffsets(ctx)
 					return n, err
@@ -441,12 +442,16 @@ func (br *burstRunner) warmProducer(ctx context.Context) *kgo.Client {
 	if err != nil {
 		return nil
 	}
-	go func() {
+	wctx, stop := br.bg.bind(ctx)
+	if !br.bg.goDo(func() {
+		defer stop()
 		// A failure here is the first produce's to report: it loads the ID again.
-		if _, _, err := prod.ProducerID(ctx); err != nil {
+		if _, _, err := prod.ProducerID(wctx); err != nil {
 			br.log.Debug("target producer not warmed", "err", err)
 		}
-	}()
+	}) {
+		stop()
+	}
 	return prod
 }
 
@@ -478,16 +483,26 @@ func readyTopic(parts int32) *pendingTopic {
 	return t
 }
 
-// createInBackground runs ensure after start is closed (nil: at once) and records its outcome.
-func createInBackground(start <-chan struct{}, ensure func() (int32, error)) *pendingTopic {
+// createInBackground runs ensure after start is closed (nil: at once) and records its outcome,
+// in a goroutine of bg. If the engine closes first, ensure does not run and the outcome is
+// errEngineClosed.
+func createInBackground(bg *background, start <-chan struct{}, ensure func() (int32, error)) *pendingTopic {
 	t := &pendingTopic{done: make(chan struct{})}
-	go func() {
+	if !bg.goDo(func() {
 		defer close(t.done)
 		if start != nil {
-			<-start
+			select {
+			case <-start:
+			case <-bg.ctx.Done():
+				t.err = errEngineClosed
+				return
+			}
 		}
 		t.parts, t.err = ensure()
-	}()
+	}) {
+		t.err = errEngineClosed
+		close(t.done)
+	}
 	return t
 }
 

@@ -573,9 +573,11 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 	}
 	c.e.log.Warn("records still in flight after the copy ended; its partitions stay reserved until the target acknowledges them",
 		"records", c.pending.Load())
-	go func() {
+	ctx, stop := c.e.bg.detach(c.writeCtx) // the engine closing ends the wait
+	if !c.e.bg.goDo(func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.writeCtx), settleMax)
+		defer stop()
+		ctx, cancel := context.WithTimeout(ctx, settleMax)
 		defer cancel()
 		if err := c.pending.wait(ctx); err != nil {
 			c.e.log.Error("records of an ended copy still unacknowledged; freeing its partitions", "records", c.pending.Load(), "err", err)
@@ -584,7 +586,10 @@ func (c *copier) settle(cancelWrites context.CancelFunc) {
 		if err := c.commits.commit(ctx, commitSettle); err != nil {
 			c.e.log.Error("positions of an ended copy not stored", "err", err)
 		}
-	}()
+	}) {
+		stop()
+		done()
+	}
 }
 
 // open connects the copier's target producers (the engine's shared ones with reuse), starts

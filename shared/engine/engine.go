@@ -213,6 +213,8 @@ type Engine struct {
 	reuse     reused         // serve's long-lived producers, recent checks and warm-up
 	runs      copyRuns       // the serve coordinator: CopyPartition calls, copied together
 	runner    *burstRunner   // a copy from its start to its summary (bursts and shared copies)
+
+	bg *background // the goroutines the engine starts beyond a call; Close waits for them
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -256,20 +258,24 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 // wire builds the engine's parts from its options, clients and logger, each given only the
 // parts it depends on.
 func (e *Engine) wire() {
+	if e.bg == nil {
+		e.bg = newBackground()
+	}
 	e.planner = &topicPlanner{opts: e.opts, src: e.src, tgt: e.tgt, srcAdm: e.srcAdm, tgtAdm: e.tgtAdm, log: e.log}
+	e.planner.creates.bg = e.bg
 	e.positions = newPositionStore(e.opts, e.tgt, e.tgtAdm, e.dial, e.planner.internalTopicConfigs(Target), e.log)
 	e.planner.positions = e.positions
 	e.runner = &burstRunner{opts: e.opts, log: e.log, dial: e.dial, tgt: e.tgt, srcAdm: e.srcAdm,
-		planner: e.planner, positions: e.positions, reuse: &e.reuse, pipe: e}
+		planner: e.planner, positions: e.positions, reuse: &e.reuse, pipe: e, bg: e.bg}
 	e.reuse.dial, e.reuse.log, e.reuse.tgt, e.reuse.opts = e.dial, e.log, e.tgt, e.opts
-	e.reuse.positions, e.reuse.planner = e.positions, e.planner
+	e.reuse.positions, e.reuse.planner, e.reuse.bg = e.positions, e.planner, e.bg
 	e.reuse.dataOpts, e.reuse.ensureSyncs = e.dataProducerOpts, e.ensureSyncsTopic
 	e.reuse.emitter = func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter {
 		return newEmitter(e, cl, topic, shared, w, gate)
 	}
 	e.runs.opts, e.runs.log, e.runs.srcAdm = e.opts, e.log, e.srcAdm
 	e.runs.positions, e.runs.planner, e.runs.reuse, e.runs.runner = e.positions, e.planner, &e.reuse, e.runner
-	e.runs.max = maxConcurrentCopies
+	e.runs.max, e.runs.bg = maxConcurrentCopies, e.bg
 }
 
 // Dial builds a client of one side as the engine builds its own (its dial function with the
@@ -295,8 +301,11 @@ func withClientDefaults(dial DialFunc) DialFunc {
 	}
 }
 
-// Close releases the engine's clients.
+// Close ends the work the engine runs in the background (the warm-up, serve's copies, copies
+// settling their last records, topic creations), waits until all of it has returned, then
+// releases the engine's clients. Calls still running fail.
 func (e *Engine) Close() {
+	e.bg.close()
 	e.reuse.close()
 	e.src.Close()
 	e.tgt.Close()

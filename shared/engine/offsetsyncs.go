@@ -218,7 +218,7 @@ func (e *Engine) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEm
 	}
 	s := newEmitter(e, cl, topic, false, nil, gate.size(cl))
 	if inBackground {
-		s.ready = createInBackground(nil, func() (int32, error) {
+		s.ready = createInBackground(e.bg, nil, func() (int32, error) {
 			return rideOut(ctx, e.log, topic, func(ctx context.Context) (int32, error) { return 1, e.ensureSyncsTopic(ctx) })
 		})
 	}

@@ -46,6 +46,7 @@ type reused struct {
 	ensureSyncs func(ctx context.Context) error // Engine.ensureSyncsTopic
 	// emitter is newEmitter on the engine, for a shared producer of offset syncs.
 	emitter func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter
+	bg      *background // runs the warm-up
 
 	checks singleflight.Group
 
@@ -360,7 +361,7 @@ func (r *reused) warm(ctx context.Context, release func()) error {
 		_, err := ready()
 		return err
 	}
-	p := createInBackground(nil, ready)
+	p := createInBackground(r.bg, nil, ready)
 	r.positions.setCreating(p)
 	release()
 	_, err = p.wait(ctx)
@@ -384,13 +385,21 @@ func (r *reused) warmInBackground(ctx context.Context, done func(error)) {
 	r.mu.Unlock()
 	var once sync.Once
 	release := func() { once.Do(func() { close(ch) }) }
-	go func() {
+	ctx, stop := r.bg.bind(ctx)
+	if !r.bg.goDo(func() {
+		defer stop()
 		err := r.warm(ctx, release)
 		release()
 		if done != nil {
 			done(err)
 		}
-	}()
+	}) {
+		stop()
+		release()
+		if done != nil {
+			done(fmt.Errorf("warming up: %w", errEngineClosed))
+		}
+	}
 }
 
 // NoPositionsYet reports whether no position can be stored anywhere yet: a first start's

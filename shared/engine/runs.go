@@ -61,6 +61,7 @@ type copyRuns struct {
 	reuse     *reused        // prepared topics (prepareOne, the sweep) and the warm-up to wait for
 	runner    *burstRunner   // runs the shared copies
 	srcEnds   durable        // payload mode: the source partitions' ends last seen (sourceHolds)
+	bg        *background    // runs the loops and copies; Engine.Close ends them
 
 	mu       sync.Mutex
 	queue    []*copyCall
@@ -265,7 +266,17 @@ func (r *copyRuns) copyShared(ctx context.Context, call *copyCall, arrived func(
 // enqueue adds call to the queue (ending its arrival) and starts a loop if one is free.
 func (r *copyRuns) enqueue(call *copyCall, arrived func(*copyCall) bool) {
 	if arrived(call) {
-		go r.runCopies()
+		r.startLoop()
+	}
+}
+
+// startLoop runs a loop of copies (runCopies) in the engine's background, counted in running
+// by the caller. After Close it starts none.
+func (r *copyRuns) startLoop() {
+	if !r.bg.goDo(r.runCopies) {
+		r.mu.Lock()
+		r.running--
+		r.mu.Unlock()
 	}
 }
 
@@ -325,7 +336,8 @@ func (r *copyRuns) runCopies() {
 			r.mu.Unlock()
 			return
 		}
-		ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		// The copy outlives its callers' contexts (the last to leave cancels it) but not the engine.
+		ctx, cancel := r.bg.detach(batch[0].ctx)
 		run := &sharedRun{cancel: cancel, waiting: len(batch)}
 		for _, c := range batch {
 			c.run = run
@@ -334,11 +346,11 @@ func (r *copyRuns) runCopies() {
 		fetched := make(chan struct{})
 		var once sync.Once
 		release := func() { once.Do(func() { close(fetched) }) }
-		go func() {
+		r.bg.goDo(func() { // from a goroutine of r.bg: it starts
 			defer cancel()
 			defer release()
 			r.runShared(ctx, batch, release)
-		}()
+		})
 		<-fetched
 	}
 }
@@ -373,10 +385,12 @@ func (r *copyRuns) runShared(ctx context.Context, batch []*copyCall, fetched fun
 		case <-settled:
 			r.release(tps)
 		default:
-			go func() { // records still in flight: the copier settles them (at most settleMax)
+			// Records still in flight: the copier settles them (at most settleMax). From a
+			// goroutine of r.bg: it starts.
+			r.bg.goDo(func() {
 				<-settled
 				r.release(tps)
-			}()
+			})
 		}
 	}()
 	sum, err := r.runner.runWith(ctx, start, bo, tps, remote, limit, true, nil)
@@ -420,7 +434,7 @@ func (r *copyRuns) release(tps []TP) {
 	}
 	r.mu.Unlock()
 	if start {
-		go r.runCopies()
+		r.startLoop()
 	}
 }
 

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestFakeCloseWaitsForWarmUp: Engine.Close returns only once the goroutines the engine started
+// have ended. The start-up warm-up (WarmInBackground) is one: here it waits for the offsets
+// topic to be served, which the target refuses (NOT_LEADER_OR_FOLLOWER) for as long as the test
+// lasts. Close must end that wait and the warm-up must have reported (its done func) by the
+// time Close returns; a warm-up left running would go on asking closed clients after Close. On
+// kfake.
+func TestFakeCloseWaitsForWarmUp(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"closing": 1})
+	o := f.opts
+	if err := o.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	offsetsTopic := o.OffsetStorageTopic
+	f.createTopic(Target, offsetsTopic, o.OffsetStoragePartitions, nil)
+	asked := make(chan struct{})
+	var askedOnce sync.Once
+	f.tgt.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		req := r.(*kmsg.ListOffsetsRequest)
+		for _, rt := range req.Topics {
+			if rt.Topic != offsetsTopic {
+				return nil, nil, false
+			}
+		}
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		askedOnce.Do(func() { close(asked) })
+		return resp, nil, true
+	})
+
+	e := f.engine()
+	warmed := make(chan error, 1)
+	e.WarmInBackground(context.Background(), func(err error) { warmed <- err })
+	<-asked // the warm-up waits for the offsets topic to be served
+	e.Close()
+	select {
+	case err := <-warmed:
+		if err == nil {
+			t.Errorf("warm-up ended by Close reported no error")
+		}
+	default:
+		t.Fatalf("Close returned while the warm-up it started still ran (its done func not called)")
+	}
+}
