@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -110,4 +111,20 @@ func showOpt(v any) string {
 		return fmt.Sprintf("%q", v)
 	}
 	return fmt.Sprint(v)
+}
+
+// withClientDefaults returns dial with two options before the caller's. Metadata is refreshed
+// at most 50 ms apart instead of franz-go's 5 s: the admin clients must see topics created a
+// moment ago, and a KRaft broker names a new partition's leader a moment before it serves it,
+// so the first batch to a new remote topic can meet NOT_LEADER_FOR_PARTITION and must not wait
+// 5 s for the next refresh. Retries back off like Java clients (retry.backoff.ms=100 doubling
+// to retry.backoff.max.ms=1000, ±20% jitter) instead of franz-go's 250 ms doubling to 5 s: a
+// burst waiting 4 s to retry a partition that became ready meanwhile only loses time.
+func withClientDefaults(dial DialFunc) DialFunc {
+	return func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		return dial(ctx, side, append([]kgo.Opt{
+			kgo.MetadataMinAge(50 * time.Millisecond),
+			kgo.RetryBackoffFn(clientBackoff.delay),
+		}, extra...)...)
+	}
 }
