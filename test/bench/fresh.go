@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,12 @@ type freshRow struct {
 	CPUSeconds           float64 `json:"cpu_s"`
 	DispatcherCPUSeconds float64 `json:"dispatcher_cpu_s,omitempty"`
 	CPUPerGB             float64 `json:"cpu_s_per_gb"`
+	// DispatcherRequests are the requests the dispatcher sent to the function (counted by the
+	// proxy in front of it, payload mode) from the phase's start to the next phase's (the last
+	// phase: to the end of the drain), DispatcherRequestsPerS the same per second: the rate
+	// the dispatcher delivered at, the most a mode of one record per request can copy.
+	DispatcherRequests     int64   `json:"dispatcher_requests,omitempty"`
+	DispatcherRequestsPerS float64 `json:"dispatcher_requests_per_s,omitempty"`
 	// ColdStarts are the replicator processes started during the phase; Ticks the triggers
 	// fired (scheduled runs, PingSource), SkippedTicks those that found the previous run
 	// still going (a CronJob with concurrencyPolicy: Forbid skips them), FailedTicks runs that
@@ -127,6 +134,8 @@ type freshRun struct {
 	// dispatcher's pid file (0 if none).
 	procs      []int
 	dispatcher func() int
+	// requests counts the requests the dispatcher sent so far (nil when they are not counted).
+	requests func() int64
 	// kick makes a scheduled or ticked contender copy once (the warm-up); nil for always-on.
 	kick func(ctx context.Context) error
 	// ticks fires kick-like triggers every interval until stopped.
@@ -378,13 +387,14 @@ func startServeFresh(mode string) func(ctx context.Context, h *harness, topic st
 		stops = append(stops, run.stop)
 		sink := base + "/"
 		if token != "" {
-			proxyURL, stopProxy, err := bearerProxy(base, token)
+			proxyURL, sent, stopProxy, err := bearerProxy(base, token)
 			if err != nil {
 				stopAll()
 				return nil, err
 			}
 			stops = append(stops, stopProxy)
 			sink = proxyURL
+			run.requests = sent.Load
 		}
 		dir := filepath.Join(h.home, "fresh-dispatcher-"+mode)
 		_ = os.RemoveAll(dir)
@@ -416,24 +426,26 @@ func startServeFresh(mode string) func(ctx context.Context, h *harness, topic st
 const freshSubject = "system:serviceaccount:mm2go:mm2go-mirror-oidc-sources.knative.dev-kafkasource"
 
 // bearerProxy serves on a free loopback port and forwards every request to target with
-// Authorization: Bearer token.
-func bearerProxy(target, token string) (string, func(), error) {
+// Authorization: Bearer token; sent counts the requests answered.
+func bearerProxy(target, token string) (proxyURL string, sent *atomic.Int64, stop func(), err error) {
 	u, err := url.Parse(target)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 200, IdleConnTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
+	sent = &atomic.Int64{}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("Authorization", "Bearer "+token)
 		rp.ServeHTTP(w, r)
+		sent.Add(1)
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
+	return "http://" + ln.Addr().String() + "/", sent, func() { _ = srv.Close() }, nil
 }
 
 // startIssuer runs mock-oauth2-server (the OIDC issuer the tests use, test/testkit/oidcissuer,
@@ -723,12 +735,19 @@ func (h *harness) freshContender(ctx context.Context, c freshContender, topic st
 	cpus := make([]float64, 0, len(rates)+1)
 	disps := make([]float64, 0, len(rates)+1)
 	loads := make([]string, 0, len(rates)+1)
+	sent := make([]int64, 0, len(rates)+1)
+	requests := func() int64 {
+		if run.requests == nil {
+			return 0
+		}
+		return run.requests()
+	}
 	produced := make([]int, len(rates))
 	acks := make([]*ackTally, len(rates))
 	for k, rate := range rates {
 		starts[k] = time.Now()
 		total, disp := run.cpu()
-		cpus, disps, loads = append(cpus, total), append(disps, disp), append(loads, loadavg())
+		cpus, disps, loads, sent = append(cpus, total), append(disps, disp), append(loads, loadavg()), append(sent, requests())
 		acks[k] = &ackTally{}
 		produced[k], err = produceAt(ctx, producer, topic, uint32(k), rate, phase, acks[k])
 		if err != nil {
@@ -752,7 +771,8 @@ func (h *harness) freshContender(ctx context.Context, c freshContender, topic st
 	stopHB()
 	<-hbDone
 	total, disp := run.cpu()
-	cpus, disps, loads = append(cpus, total), append(disps, disp), append(loads, loadavg())
+	cpus, disps, loads, sent = append(cpus, total), append(disps, disp), append(loads, loadavg()), append(sent, requests())
+	ended := time.Now()
 	if !all {
 		h.logger.Warn("not every record arrived", "name", c.name, "trigger", c.trigger, "within", drain)
 	}
@@ -766,6 +786,14 @@ func (h *harness) freshContender(ctx context.Context, c freshContender, topic st
 	for k, rate := range rates {
 		r := freshRow{Contender: c.name, Trigger: c.trigger, Rate: rate, PhaseS: phase.Seconds(), Produced: produced[k],
 			CPUSeconds: cpu[k], DispatcherCPUSeconds: dcpu[k], LoadStart: loads[k], LoadEnd: loads[k+1]}
+		if run.requests != nil {
+			until := ended
+			if k+1 < len(starts) {
+				until = starts[k+1]
+			}
+			r.DispatcherRequests = sent[k+1] - sent[k]
+			r.DispatcherRequestsPerS = float64(r.DispatcherRequests) / until.Sub(starts[k]).Seconds()
+		}
 		r.latencySummary, r.StampSkew = acc.summary(uint32(k), produced[k])
 		r.ProduceAckP50 = acks[k].p50()
 		if b := float64(produced[k]) * freshRecordBytes; b > 0 {
@@ -1072,6 +1100,9 @@ func (row freshRow) notes() string {
 	}
 	if row.DispatcherCPUSeconds > 0 {
 		n = append(n, fmt.Sprintf("dispatcher %.0f%% of the CPU", 100*row.DispatcherCPUSeconds/row.CPUSeconds))
+	}
+	if row.DispatcherRequests > 0 {
+		n = append(n, fmt.Sprintf("dispatcher sent %d requests, %.0f/s (to the next phase, the last to the drain's end)", row.DispatcherRequests, row.DispatcherRequestsPerS))
 	}
 	if row.Ticks > 0 {
 		t := fmt.Sprintf("%d ticks", row.Ticks)
