@@ -161,13 +161,6 @@ type work struct {
 	gap                *Gap
 }
 
-// Burst copies every selected partition up to the end offsets seen at its start, or until a
-// budget in bo is reached or ctx is canceled, then commits positions and offset syncs. The
-// returned error is non-nil only if the burst failed; the Summary is filled in either case.
-func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
-	return e.runner.burst(ctx, bo)
-}
-
 // burst is Engine.Burst.
 func (br *burstRunner) burst(ctx context.Context, bo BurstOptions) (Summary, error) {
 	start := time.Now()
@@ -189,20 +182,6 @@ func (br *burstRunner) burst(ctx context.Context, bo BurstOptions) (Summary, err
 	s, err := br.runWith(ctx, start, bo, tps, remote, nil, false, prepare)
 	br.planner.syncACLs(ctx) // [h/config] MM2's sync.topic.acls: once per burst, after the copy
 	return s, err
-}
-
-// CopyPartition copies one source partition up to and including offset through (or up to
-// its current end if through < 0 or beyond the end), resuming from and committing its
-// position like a burst. It creates or grows the remote topic if needed. It is the entry
-// point for event-driven callers that learn about one partition at a time. Calls that arrive
-// while earlier ones copy are copied together (see copyRuns); each gets its own partition's
-// outcome.
-func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
-	limit := int64(-1)
-	if through >= 0 {
-		limit = through + 1
-	}
-	return e.runs.copyPartition(ctx, topic, partition, limit, through)
 }
 
 func (br *burstRunner) failed(start time.Time, err error) (Summary, error) {

@@ -154,6 +154,48 @@ func (e *Engine) PrepareTargets(ctx context.Context, topics []Topic) error {
 	return e.planner.prepare(ctx, topics)
 }
 
+// Burst copies every selected partition up to the end offsets seen at its start, or until a
+// budget in bo is reached or ctx is canceled, then commits positions and offset syncs. The
+// returned error is non-nil only if the burst failed; the Summary is filled in either case.
+func (e *Engine) Burst(ctx context.Context, bo BurstOptions) (Summary, error) {
+	return e.runner.burst(ctx, bo)
+}
+
+// CopyPartition copies one source partition up to and including offset through (or up to
+// its current end if through < 0 or beyond the end), resuming from and committing its
+// position like a burst. It creates or grows the remote topic if needed. It is the entry
+// point for event-driven callers that learn about one partition at a time. Calls that arrive
+// while earlier ones copy are copied together (see copyRuns); each gets its own partition's
+// outcome.
+func (e *Engine) CopyPartition(ctx context.Context, topic string, partition int32, through int64) (Summary, error) {
+	limit := int64(-1)
+	if through >= 0 {
+		limit = through + 1
+	}
+	return e.runs.copyPartition(ctx, topic, partition, limit, through)
+}
+
+// Warm readies what CopyPartition calls will need, before the first event: every selected
+// topic's remote topic (all missing ones in one request), the offset-syncs topic with its
+// producer, and the offsets topic, which it waits for until it answers. mirror serve runs it
+// at start, beside serving (WarmInBackground), so the first events of many new topics do not
+// each wait for their own topic.
+func (e *Engine) Warm(ctx context.Context) error { return e.reuse.warm(ctx, nil) }
+
+// WarmInBackground runs Warm beside the caller and makes CopyPartition calls wait until the
+// topics they need are ready (on a flow's first start, all but the offsets topic; see warm),
+// so the first events neither repeat its work nor meet partitions that are not served yet.
+// A call released by a warm-up that failed prepares what it needs itself. done, if not nil,
+// gets Warm's error.
+func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
+	e.reuse.warmInBackground(ctx, done)
+}
+
+// NoPositionsYet reports whether no position can be stored anywhere yet: a first start's
+// warm-up (WarmInBackground) found no offsets topic and is still creating it. Callers can then
+// skip reading positions.
+func (e *Engine) NoPositionsYet() bool { return e.positions.creatingTopic() != nil }
+
 // producerOpts returns opts plus the ProducerLinger override, if any.
 func (e *Engine) producerOpts(opts ...kgo.Opt) []kgo.Opt {
 	if e.opts.ProducerLinger > 0 {
@@ -169,4 +211,18 @@ func (e *Engine) isolation() kgo.Opt {
 		return kgo.FetchIsolationLevel(kgo.ReadCommitted())
 	}
 	return kgo.FetchIsolationLevel(kgo.ReadUncommitted())
+}
+
+// dataProducerOpts are the options of the at-least-once producer of copied records. None of
+// them is one a user's setting names, so the dial function's options are never overridden.
+// There is no delivery timeout: franz-go counts it from the record's timestamp, which a copy
+// keeps from its source record (producer.delivery.timeout.ms is therefore not applied: its
+// verdict in shared/config).
+func (e *Engine) dataProducerOpts() []kgo.Opt {
+	return e.producerOpts(
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedBytes(e.opts.producerBufferedBytes()),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+	)
 }

@@ -100,20 +100,6 @@ func (r *reused) close() {
 	}
 }
 
-// dataProducerOpts are the options of the at-least-once producer of copied records. None of
-// them is one a user's setting names, so the dial function's options are never overridden.
-// There is no delivery timeout: franz-go counts it from the record's timestamp, which a copy
-// keeps from its source record (producer.delivery.timeout.ms is therefore not applied: its
-// verdict in shared/config).
-func (e *Engine) dataProducerOpts() []kgo.Opt {
-	return e.producerOpts(
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedBytes(e.opts.producerBufferedBytes()),
-		kgo.MaxBufferedRecords(maxBufferedRecords),
-	)
-}
-
 // positionProducerOpts are the options of the producer of position records.
 func positionProducerOpts() []kgo.Opt {
 	return []kgo.Opt{
@@ -290,13 +276,6 @@ func (r *reused) rememberPrepared(topic string, partitions int32) {
 	r.prepared[topic] = preparedTopic{partitions, time.Now()}
 }
 
-// Warm readies what CopyPartition calls will need, before the first event: every selected
-// topic's remote topic (all missing ones in one request), the offset-syncs topic with its
-// producer, and the offsets topic, which it waits for until it answers. mirror serve runs it
-// at start, beside serving (WarmInBackground), so the first events of many new topics do not
-// each wait for their own topic.
-func (e *Engine) Warm(ctx context.Context) error { return e.reuse.warm(ctx, nil) }
-
 // warm is Warm; release, if not nil, is called once copies may start: on a flow's first start
 // (no offsets topic yet, so no stored position anywhere) as soon as the remote and offset-syncs
 // topics are ready, the offsets topic being created behind them as a first burst does;
@@ -368,15 +347,6 @@ func (r *reused) warm(ctx context.Context, release func()) error {
 	return err
 }
 
-// WarmInBackground runs Warm beside the caller and makes CopyPartition calls wait until the
-// topics they need are ready (on a flow's first start, all but the offsets topic; see warm),
-// so the first events neither repeat its work nor meet partitions that are not served yet.
-// A call released by a warm-up that failed prepares what it needs itself. done, if not nil,
-// gets Warm's error.
-func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
-	e.reuse.warmInBackground(ctx, done)
-}
-
 // warmInBackground is Engine.WarmInBackground.
 func (r *reused) warmInBackground(ctx context.Context, done func(error)) {
 	ch := make(chan struct{})
@@ -401,11 +371,6 @@ func (r *reused) warmInBackground(ctx context.Context, done func(error)) {
 		}
 	}
 }
-
-// NoPositionsYet reports whether no position can be stored anywhere yet: a first start's
-// warm-up (WarmInBackground) found no offsets topic and is still creating it. Callers can then
-// skip reading positions.
-func (e *Engine) NoPositionsYet() bool { return e.positions.creatingTopic() != nil }
 
 // warmed waits until a warm-up in progress has ended.
 func (r *reused) warmed(ctx context.Context) error {
