@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -289,7 +290,7 @@ func (h *harness) verifyCommitted(ctx context.Context, w workload, topics, remot
 			sampled[fmt.Sprintf("%s/%d", remote[ti], p)] = true
 		}
 	}
-	counts, heads, tails, err := readCommitted(ctx, h.target, remote, per, sampled)
+	counts, heads, tails, settled, err := readCommitted(ctx, h.target, remote, per, sampled)
 	if err != nil {
 		return "", err
 	}
@@ -334,7 +335,7 @@ func (h *harness) verifyCommitted(ctx context.Context, w workload, topics, remot
 	if len(problems) > 0 {
 		return "", errors.Join(problems[:min(len(problems), 5)]...)
 	}
-	return fmt.Sprintf("%d partitions hold the source's records once, read_committed; %d records byte-identical in order", partitions, compared), nil
+	return fmt.Sprintf("%d partitions hold the source's records once, read_committed; %d records byte-identical in order%s", partitions, compared, settled), nil
 }
 
 // committedSample is the source offsets [from, to) of a partition and the committed records
@@ -344,21 +345,32 @@ type committedSample struct {
 	dst      []*kgo.Record
 }
 
-// readCommitted reads every partition of topics read_committed up to its last stable offset
-// and returns, by "topic/partition", how many data records it holds and, for the sampled
-// partitions, the first and the last per of them.
-func readCommitted(ctx context.Context, bootstrap string, topics []string, per int, sampled map[string]bool) (counts map[string]int64, heads, tails map[string][]*kgo.Record, err error) {
+// markersBound bounds the wait for a finished copy's transaction markers: past the copy's
+// transaction timeout (1 minute), by when the coordinator has aborted any transaction left open.
+const markersBound = 2 * time.Minute
+
+// readCommitted reads every partition of topics read_committed up to its last stable offset,
+// once that has reached the partition's end (settledEnds), and returns, by "topic/partition",
+// how many data records it holds and, for the sampled partitions, the first and the last per of
+// them; settled says how long the markers took, if they did.
+func readCommitted(ctx context.Context, bootstrap string, topics []string, per int, sampled map[string]bool) (counts map[string]int64, heads, tails map[string][]*kgo.Record, settled string, err error) {
+	return readCommittedBounded(ctx, bootstrap, topics, per, sampled, markersBound)
+}
+
+// readCommittedWithin is readCommitted with no sample and the markers waited for up to bound.
+func readCommittedWithin(ctx context.Context, bootstrap string, topics []string, bound time.Duration) (map[string]int64, map[string][]*kgo.Record, map[string][]*kgo.Record, string, error) {
+	return readCommittedBounded(ctx, bootstrap, topics, 0, nil, bound)
+}
+
+func readCommittedBounded(ctx context.Context, bootstrap string, topics []string, per int, sampled map[string]bool, bound time.Duration) (counts map[string]int64, heads, tails map[string][]*kgo.Record, settled string, err error) {
 	adm, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, "", err
 	}
 	defer adm.Close()
-	_, lsos, err := cluster.ListOffsets(ctx, kadm.NewClient(adm), true, topics...)
+	lsos, settled, err := settledEnds(ctx, kadm.NewClient(adm), topics, bound)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("listing the target's last stable offsets: %w", err)
-	}
-	if err := lsos.Error(); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing the target's last stable offsets: %w", err)
+		return nil, nil, nil, "", err
 	}
 	from := map[string]map[int32]kgo.Offset{}
 	left := map[string]int64{}
@@ -373,13 +385,13 @@ func readCommitted(ctx context.Context, bootstrap string, topics []string, per i
 	})
 	counts, heads, tails = map[string]int64{}, map[string][]*kgo.Record{}, map[string][]*kgo.Record{}
 	if len(left) == 0 {
-		return counts, heads, tails, nil
+		return counts, heads, tails, settled, nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(from),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxBytes(32<<20))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, "", err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -387,10 +399,10 @@ func readCommitted(ctx context.Context, bootstrap string, topics []string, per i
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, nil, nil, fmt.Errorf("reading the target read_committed (%d partitions not read to their end): %w", len(left), err)
+			return nil, nil, nil, "", fmt.Errorf("reading the target read_committed (%d partitions not read to their end): %w", len(left), err)
 		}
 		if err := fs.Err(); err != nil {
-			return nil, nil, nil, fmt.Errorf("reading the target read_committed: %w", err)
+			return nil, nil, nil, "", fmt.Errorf("reading the target read_committed: %w", err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			key := fmt.Sprintf("%s/%d", r.Topic, r.Partition)
@@ -414,5 +426,50 @@ func readCommitted(ctx context.Context, bootstrap string, topics []string, per i
 			}
 		})
 	}
-	return counts, heads, tails, nil
+	return counts, heads, tails, settled, nil
+}
+
+// settledEnds waits, up to bound, until every partition of topics has its last stable offset at
+// its end offset: a copy's transactions have all ended, but their commit markers reach the
+// partitions after the coordinator answered the commit (on a loaded broker with 1,000
+// partitions, seconds later), and until then a read_committed reader stops before the records.
+// It returns the last stable offsets and, if some partitions had to be waited for, how many and
+// how long; a partition still behind after bound holds a transaction nobody ended (an error).
+func settledEnds(ctx context.Context, adm *kadm.Client, topics []string, bound time.Duration) (kadm.ListedOffsets, string, error) {
+	start := time.Now()
+	first := -1
+	for {
+		_, lsos, err := cluster.ListOffsets(ctx, adm, true, topics...)
+		if err != nil {
+			return nil, "", fmt.Errorf("listing the target's last stable offsets: %w", err)
+		}
+		_, ends, err := cluster.ListOffsets(ctx, adm, false, topics...)
+		if err != nil {
+			return nil, "", fmt.Errorf("listing the target's end offsets: %w", err)
+		}
+		var behind []string
+		lsos.Each(func(o kadm.ListedOffset) {
+			if e, ok := ends.Lookup(o.Topic, o.Partition); ok && o.Offset < e.Offset {
+				behind = append(behind, fmt.Sprintf("%s[%d] at %d of %d", o.Topic, o.Partition, o.Offset, e.Offset))
+			}
+		})
+		if first < 0 {
+			first = len(behind)
+		}
+		if len(behind) == 0 {
+			if first == 0 {
+				return lsos, "", nil
+			}
+			return lsos, fmt.Sprintf(" (%d partitions' last stable offsets reached their ends %.1f s after the copy ended: commit markers still being written)", first, time.Since(start).Seconds()), nil
+		}
+		if time.Since(start) > bound {
+			slices.Sort(behind)
+			return nil, "", fmt.Errorf("%d partitions keep a transaction open %v after the copy ended (last stable offset below the end): %s", len(behind), bound, strings.Join(behind[:min(len(behind), 5)], ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
