@@ -79,10 +79,16 @@ func WaitForTopic(ctx context.Context, cl *kgo.Client, name string) (int32, erro
 	return n[name], err
 }
 
-// WaitForTopics is WaitForTopic for several topics, one request per check.
+// topicLeaderWait bounds WaitForTopics: a loaded broker that has just created a thousand
+// partitions can take well over 15 s to elect the leaders of the next topic's.
+const topicLeaderWait = 2 * time.Minute
+
+// WaitForTopics is WaitForTopic for several topics, one request per check, for up to
+// topicLeaderWait.
 func WaitForTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[string]int32, error) {
 	out := make(map[string]int32, len(names))
 	pending := names
+	start := time.Now()
 	for i := 0; ; i++ {
 		st, err := DescribeTopics(ctx, cl, pending...)
 		if err != nil {
@@ -99,8 +105,8 @@ func WaitForTopics(ctx context.Context, cl *kgo.Client, names ...string) (map[st
 		if pending = still; len(pending) == 0 {
 			return out, nil
 		}
-		if i >= 200 {
-			return nil, fmt.Errorf("topics %s still lack a leader for some partition %d checks after their creation", strings.Join(pending, ", "), i)
+		if waited := time.Since(start); waited >= topicLeaderWait {
+			return nil, fmt.Errorf("topics %s still lack a leader for some partition %v after their creation (%d checks)", strings.Join(pending, ", "), waited.Round(time.Second), i+1)
 		}
 		if err := pause(ctx, i, 50, 100*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("waiting for topics %s: %w", strings.Join(pending, ", "), err)
