@@ -428,10 +428,12 @@ func TestCutover(t *testing.T) {
 	// MM2 checkpoints a position it can translate within emit.checkpoints.interval (2 s): wait
 	// for each partition's, at most 30 s (a partition still missing then is reported as such).
 	stale := map[string]string{}
+	mm2Checkpoints := map[string]map[int32]mm2.Checkpoint{} // source topic -> partition -> MM2's last checkpoint of the group
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		clear(stale)
 		for _, tp := range mm2Topics {
 			cps, _ := groupCheckpoints(testkit.Context(t, 20*time.Second), c.Target.Bootstrap, "source.checkpoints.internal", group, "source."+tp)
+			mm2Checkpoints[tp] = cps
 			for p, at := range sourceAt[tp] {
 				if cp, ok := cps[p]; !ok || cp.UpstreamOffset != at {
 					stale[fmt.Sprintf("source.%s %d", tp, p)] = fmt.Sprintf("checkpoint %+v for a group at %d", cp, at)
@@ -461,15 +463,31 @@ func TestCutover(t *testing.T) {
 	phase("RemoteClusterUtils.translateOffsets answered")
 	testkit.StopMM2(t, mm2Name)
 	var figures []string
+	compared, positions := 0, 0
 	for _, tp := range mm2Topics {
 		mm2Remote := "source." + tp
-		tgt := values(t, c.Target.Bootstrap, mm2Remote)
+		var tgt map[int32][]*kgo.Record // read once a partition of the topic is compared
 		for p, nextRec := range want[f.remote(tp)] {
+			positions++
 			o, ok := translated[lineKey{mm2Remote, p}]
 			if why, bad := stale[fmt.Sprintf("%s %d", mm2Remote, p)]; !ok || bad {
 				figures = append(figures, fmt.Sprintf("%s-%d: none at the group's position (%s)", strings.SplitN(tp, "-", 2)[0], p, why))
 				continue
 			}
+			// The position compared: MM2's checkpoint of the group at its committed offset on
+			// the source, and RemoteClusterUtils' answer its downstream offset, within the
+			// remote partition MM2 wrote.
+			if tgt == nil {
+				tgt = values(t, c.Target.Bootstrap, mm2Remote)
+			}
+			cp := mm2Checkpoints[tp][p]
+			if cp.UpstreamOffset != sourceAt[tp][p] || cp.DownstreamOffset != o {
+				t.Errorf("%s-%d: translateOffsets answered %d from the checkpoint %v, want the checkpoint of the group at %d and its downstream offset", mm2Remote, p, o, cp, sourceAt[tp][p])
+			}
+			if n := len(tgt[p]); o < 0 || (n > 0 && o > tgt[p][n-1].Offset+1) || (n == 0 && o != 0) {
+				t.Errorf("%s-%d: MM2's translation %d is outside the %d records MM2 wrote there", mm2Remote, p, o, n)
+			}
+			compared++
 			reReads, found := 0, nextRec == nil
 			for _, r := range tgt[p] {
 				if r.Offset < o {
@@ -488,6 +506,9 @@ func TestCutover(t *testing.T) {
 		}
 	}
 	t.Logf("re-reads per partition after the move: mm2go cutover 0 on all 8 (0 skips); genuine MM2's checkpoints: %s", strings.Join(figures, ", "))
+	if compared == 0 {
+		t.Errorf("genuine MM2's checkpoints: none of the group's %d positions on %v compared (%s)", positions, mm2Topics, strings.Join(figures, ", "))
+	}
 	phase("MM2 compared")
 }
 
