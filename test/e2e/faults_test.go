@@ -2,14 +2,19 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +35,7 @@ import (
 // it never disturbs the other tests, which use the harness clusters.
 type faultBroker struct {
 	eb        *testkit.ExtraBroker
+	role      string // "source" or "target": how the functions name the cluster in their errors
 	name      string
 	bootstrap string
 	home      string
@@ -58,12 +64,12 @@ func faultPair(t *testing.T) (src, tgt *faultBroker) {
 	c := testkit.Require(t)
 	fc := &faultClusters
 	fc.once.Do(func() {
-		start := func(n string) *faultBroker {
+		start := func(n, role string) *faultBroker {
 			eb := testkit.StartLongLivedBroker(t, c, "fault-"+n+"-", 3, func(int) []string { return faultBrokerProps })
-			return &faultBroker{eb: eb, name: eb.Name, bootstrap: eb.Plain, home: eb.Home, lib: c.KafkaLib}
+			return &faultBroker{eb: eb, role: role, name: eb.Name, bootstrap: eb.Plain, home: eb.Home, lib: c.KafkaLib}
 		}
-		src := start("src")
-		fc.src, fc.tgt = src, start("tgt")
+		src := start("src", "source")
+		fc.src, fc.tgt = src, start("tgt", "target")
 	})
 	if fc.src == nil || fc.tgt == nil {
 		t.Fatal("the fault clusters did not start (see the first fault test's failure)")
@@ -163,26 +169,53 @@ var (
 	hangFault    = fault{"hang", 10 * time.Second}
 )
 
-// inject applies f to b and returns when the broker answers again.
+// inject applies f to b for f.hold and returns when the broker answers again.
 func (f fault) inject(t testing.TB, b *faultBroker) {
 	t.Helper()
 	began := time.Now()
-	if f.name == "restart" {
-		b.kafka(t, "pause")
-		time.Sleep(f.hold) // the time the broker is down: what the fault is made of
-		b.kafka(t, "resume")
-	} else {
-		b.kafka(t, "freeze")
-		time.Sleep(f.hold)
-		b.kafka(t, "thaw")
-	}
+	f.down(t, b)
+	time.Sleep(f.hold) // the time the broker is down: what the fault is made of
+	f.up(t, b)
 	t.Logf("%s of %s: %s", f.name, b.name, time.Since(began).Round(100*time.Millisecond))
 }
+
+// down starts f on b: a restart stops the broker's process (its port refuses connections), a
+// hang stops it with SIGSTOP (connections stay open and nothing answers). up ends it.
+func (f fault) down(t testing.TB, b *faultBroker) {
+	t.Helper()
+	b.kafka(t, map[string]string{"restart": "pause", "hang": "freeze"}[f.name])
+}
+
+// up ends f on b: the broker runs again.
+func (f fault) up(t testing.TB, b *faultBroker) {
+	t.Helper()
+	b.kafka(t, map[string]string{"restart": "resume", "hang": "thaw"}[f.name])
+}
+
+// lockedBuffer is a process's output, read while the process still writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Bytes() []byte { return []byte(b.String()) }
 
 // process is a function run as a process (`<bin> run`).
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr lockedBuffer
 	exited         chan struct{}
 	code           int
 }
@@ -247,8 +280,9 @@ func functionEnv(source, target string, extra ...string) []string {
 // TestFaultsCheckpointHeartbeat runs `checkpoint run` and `heartbeat run` as processes on the
 // fault clusters. The first checkpoint round runs on a brand-new target (its group
 // coordinator is not there yet: COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists) and
-// succeeds; then each round rides out a hang and a restart of the target and of the source
-// and ends with exit 0 and its work done.
+// succeeds; then each round starts while the target, or the source, hangs or is stopped, reports
+// the fault (a retry naming the error) while the broker is down, and once it is back ends with
+// exit 0 and its work done: the checkpoint or heartbeat record on the target, byte for byte.
 func TestFaultsCheckpointHeartbeat(t *testing.T) {
 	src, tgt := faultPair(t)
 	tgt.freshTarget(t)
@@ -266,8 +300,9 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 
 	committed := int64(0)
 	// checkpointRound writes an offset sync u -> u, commits offset u of app1 on the source and
-	// runs one checkpoint round while fault (if any) hits broker b; the round must end with
-	// exit 0, and the group's offset on the target must be u (the translation).
+	// runs one checkpoint round, through fault f of broker b if f is not nil; the round must end
+	// with exit 0, its last checkpoint of app1 must be u -> u byte for byte, and the group's
+	// offset on the target must be u (the translation).
 	checkpointRound := func(t *testing.T, f *fault, b *faultBroker) {
 		committed += 3
 		k, v, err := mm2.OffsetSync{Topic: topic, Partition: 0, UpstreamOffset: committed, DownstreamOffset: committed}.Encode()
@@ -276,9 +311,11 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 		}
 		testkit.Produce(t, src.bootstrap, &kgo.Record{Topic: syncs, Key: k, Value: v})
 		commitGroupOffset(t, src.bootstrap, "app1", topic, committed)
-		p := startProcess(t, cpBin, env, "run")
+		var p *process
 		if f != nil {
-			f.inject(t, b)
+			p = runThroughFault(t, cpBin, env, *f, b)
+		} else {
+			p = startProcess(t, cpBin, env, "run")
 		}
 		code := p.wait(t, 3*time.Minute)
 		t.Logf("checkpoint run: exit %d after %d retries; %s", code, p.retries(), strings.TrimSpace(p.stdout.String()))
@@ -292,6 +329,21 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || sum.Written != 1 || sum.Synced != 1 {
 			t.Errorf("summary %s (%v): want 1 checkpoint written, 1 offset synced", p.stdout.String(), err)
 		}
+		// The round's checkpoint: the last of app1 on the remote topic (a retried round may
+		// write it twice), u -> u; the one before has u-3.
+		wantKey, wantValue, err := mm2.Checkpoint{Group: "app1", Topic: remote, UpstreamOffset: committed, DownstreamOffset: committed}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last *kgo.Record
+		for _, r := range testkit.ReadAll(t, tgt.bootstrap, "source.checkpoints.internal") {
+			if cp, err := mm2.DecodeCheckpoint(r.Key, r.Value); err == nil && cp.Group == "app1" && cp.Topic == remote {
+				last = r
+			}
+		}
+		if last == nil || !bytes.Equal(last.Key, wantKey) || !bytes.Equal(last.Value, wantValue) {
+			t.Errorf("last checkpoint of app1 on %s: %s, want %x/%x (%d -> %d)", remote, describeCheckpoint(last), wantKey, wantValue, committed, committed)
+		}
 		got, err := testkit.Admin(t, tgt.bootstrap).FetchOffsets(testkit.Context(t, 30*time.Second), "app1")
 		o, ok := got.Lookup(remote, 0)
 		if err != nil || !ok || o.At != committed {
@@ -300,19 +352,41 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 	}
 	t.Run("checkpoint_new_target", func(t *testing.T) { checkpointRound(t, nil, nil) })
 
+	// heartbeatRound runs one heartbeat round through fault f of broker b (the target): exit 0,
+	// and the heartbeat the summary names is on the target, source -> target, stamped while the
+	// round ran.
 	heartbeatRound := func(t *testing.T, f fault, b *faultBroker) {
-		p := startProcess(t, hbBin, functionEnv(src.bootstrap, tgt.bootstrap), "run")
-		f.inject(t, b)
+		began := time.Now().UnixMilli()
+		p := runThroughFault(t, hbBin, functionEnv(src.bootstrap, tgt.bootstrap), f, b)
 		code := p.wait(t, 3*time.Minute)
+		ended := time.Now().UnixMilli()
 		t.Logf("heartbeat run: exit %d after %d retries; %s", code, p.retries(), strings.TrimSpace(p.stdout.String()))
 		if code != 0 {
 			t.Fatalf("heartbeat run: exit %d, want 0\n%s", code, tail(p.stderr.String(), 4000))
 		}
 		var sum struct {
-			Written []struct{ Cluster string } `json:"written"`
+			Written []struct {
+				Cluster, Topic string
+				Offset         int64
+			} `json:"written"`
 		}
 		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || len(sum.Written) == 0 || sum.Written[0].Cluster != "target" {
-			t.Errorf("summary %s (%v): want the heartbeat written to the target", p.stdout.String(), err)
+			t.Fatalf("summary %s (%v): want the heartbeat written to the target", p.stdout.String(), err)
+		}
+		w := sum.Written[0]
+		var rec *kgo.Record
+		for _, r := range testkit.ReadAll(t, tgt.bootstrap, w.Topic) {
+			if r.Offset == w.Offset {
+				rec = r
+			}
+		}
+		if rec == nil {
+			t.Fatalf("no record at %s@%d on the target, where the summary says the heartbeat is", w.Topic, w.Offset)
+		}
+		hb, err := mm2.DecodeHeartbeat(rec.Key, rec.Value)
+		wantKey, wantValue, _ := mm2.Heartbeat{SourceAlias: "source", TargetAlias: "target", Timestamp: hb.Timestamp}.Encode()
+		if err != nil || !bytes.Equal(rec.Key, wantKey) || !bytes.Equal(rec.Value, wantValue) || hb.Timestamp < began || hb.Timestamp > ended {
+			t.Errorf("heartbeat at %s@%d: %x/%x (%v, %v), want %x/%x stamped between %d and %d", w.Topic, w.Offset, rec.Key, rec.Value, hb, err, wantKey, wantValue, began, ended)
 		}
 	}
 	for _, b := range []*faultBroker{tgt, src} {
@@ -337,6 +411,53 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 			t.Errorf("exit %d, want 3 with the target named\n%s", code, tail(p.stderr.String(), 3000))
 		}
 	})
+}
+
+// runThroughFault starts `<bin> run` while fault f holds broker b down and ends the fault once
+// the process has reported it: a "retriable error; retrying" line naming b's cluster as
+// unavailable. The fault has then landed on the round. A process that ends while b is down
+// fails the test, as does one that reports nothing of the kind within 3 minutes (another
+// retry, such as COORDINATOR_NOT_AVAILABLE from a new target, does not count).
+func runThroughFault(t *testing.T, bin string, env []string, f fault, b *faultBroker) *process {
+	t.Helper()
+	fn := filepath.Base(bin)
+	f.down(t, b)
+	p := startProcess(t, bin, env, "run")
+	var met string
+	testkit.WaitFor(t, 3*time.Minute, fmt.Sprintf("%s run to report the %s of the %s", fn, f.name, b.role), func() bool {
+		select {
+		case <-p.exited:
+			f.up(t, b)
+			t.Fatalf("%s run ended (exit %d) while the %s was down (%s) without a retry naming it: the fault did not land on the round\n%s",
+				fn, p.code, b.role, f.name, tail(p.stderr.String(), 3000))
+		default:
+		}
+		met = faultRetry(p.stderr.String(), b.role)
+		return met != ""
+	})
+	f.up(t, b)
+	t.Logf("%s of the %s met by the round: %s", f.name, b.role, met)
+	return p
+}
+
+// faultRetry returns the first retry line of a function's log that names the role's cluster
+// ("source" or "target") as unavailable, or "".
+func faultRetry(log, role string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "retriable error; retrying") && strings.Contains(l, role+` cluster \"`) && strings.Contains(l, `unavailable`) {
+			return l
+		}
+	}
+	return ""
+}
+
+// describeCheckpoint formats a checkpoints record for a failure message.
+func describeCheckpoint(r *kgo.Record) string {
+	if r == nil {
+		return "none"
+	}
+	cp, err := mm2.DecodeCheckpoint(r.Key, r.Value)
+	return fmt.Sprintf("%x/%x (%v, %v)", r.Key, r.Value, cp, err)
 }
 
 // commitGroupOffset commits offset at of topic[0] for group.
@@ -470,21 +591,94 @@ func TestFaultsMirrorRun(t *testing.T) {
 	}
 }
 
+// eventAnswer is one event the dispatcher sent to the function and the function's answer.
+type eventAnswer struct {
+	partition         int32
+	offset            int64
+	arrived, answered time.Time
+	code              int // 0 while unanswered
+}
+
+// answerProxy sits between the dispatcher and the function and records every answer.
+type answerProxy struct {
+	URL     string
+	mu      sync.Mutex
+	answers []*eventAnswer
+}
+
+func newAnswerProxy(t *testing.T, function string) *answerProxy {
+	t.Helper()
+	u, err := url.Parse(function)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	ap := &answerProxy{}
+	idRE := regexp.MustCompile(`^partition:(\d+)/offset:(\d+)$`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := &eventAnswer{partition: -1, offset: -1, arrived: time.Now()}
+		if m := idRE.FindStringSubmatch(r.Header.Get("Ce-Id")); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			a.partition = int32(p)
+			a.offset, _ = strconv.ParseInt(m[2], 10, 64)
+		}
+		ap.mu.Lock()
+		ap.answers = append(ap.answers, a)
+		ap.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		rp.ServeHTTP(sw, r)
+		ap.mu.Lock()
+		a.code, a.answered = sw.code, time.Now()
+		ap.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	ap.URL = srv.URL + "/"
+	return ap
+}
+
+// snapshot returns a copy of the answers so far.
+func (ap *answerProxy) snapshot() []eventAnswer {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	out := make([]eventAnswer, len(ap.answers))
+	for i, a := range ap.answers {
+		out[i] = *a
+	}
+	return out
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
 // TestFaultsMirrorServe runs `mirror serve` (fetch mode, exactly-once) as a process fed by the
-// genuine KafkaSource dispatcher, on the fault clusters, while records keep arriving: the target
-// hangs, then the source hangs, then the target restarts. Meanwhile the function answers 503
-// when a copy cannot be made durable in time (the dispatcher retries); afterwards every record was
-// delivered and a read_committed reader sees each one once on the target.
+// genuine KafkaSource dispatcher through a proxy that records every answer, on the fault
+// clusters, while records keep arriving: the target hangs, then the source hangs, then the target
+// restarts. Each fault lasts until it has landed: the function's /readyz answers 503 and its log
+// says the cluster is unreachable, and for a target fault an event waits on the function or is
+// answered 503; after it /readyz answers 200 again. Meanwhile the function answers only 2xx and 503,
+// never 2xx for a record produced during a target fault before the target is back; the
+// dispatcher gives up no event (its dead-letter sink gets none) and the function gives up no
+// partition. Afterwards every record is on the target once (read_committed), byte for byte, the
+// dispatcher's offsets and the function's stored positions are the source's ends.
 func TestFaultsMirrorServe(t *testing.T) {
 	src, tgt := faultPair(t)
 	c := testkit.Clusters{Source: testkit.Cluster{Name: "source", Bootstrap: src.bootstrap}, Target: testkit.Cluster{Name: "target", Bootstrap: tgt.bootstrap}}
-	topic := testkit.CreateTopic(t, src.bootstrap, testkit.Name(t, "orders"), 2, nil)
+	const parts = 2
+	topic := testkit.CreateTopic(t, src.bootstrap, testkit.Name(t, "orders"), parts, nil)
 	remote := "source." + topic
 	port := freePortBlock(t)
 	env := append(MirrorEnv(c, topic, "MM2_EXACTLY_ONCE=true"), "PORT="+strconv.Itoa(port))
 	fn := startProcess(t, MirrorBinary(t), env, "serve")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	testkit.WaitFor(t, 60*time.Second, "mirror serve to be ready", func() bool {
+	ready := func() bool {
 		select {
 		case <-fn.exited:
 			t.Fatalf("mirror serve exited: %d\n%s", fn.code, tail(fn.stderr.String(), 4000))
@@ -492,48 +686,125 @@ func TestFaultsMirrorServe(t *testing.T) {
 		}
 		code, _ := httpGet(base + "/readyz")
 		return code == 200
-	})
-	d := dispatcher.Start(t, dispatcher.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Sink: base + "/",
-		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 60 * time.Second})
+	}
+	testkit.WaitFor(t, 60*time.Second, "mirror serve to be ready", ready)
+	proxy := newAnswerProxy(t, base+"/")
+	dls := dispatcher.NewSink(t, nil)
+	d := dispatcher.Start(t, dispatcher.Config{Bootstrap: src.bootstrap, Topics: []string{topic}, Sink: proxy.URL,
+		Retry: 60, BackoffDelay: 500 * time.Millisecond, LinearBackoff: true, Timeout: 60 * time.Second, DeadLetter: dls.URL})
 
-	// A steady trickle of records through all three faults.
-	ctx, cancel := context.WithCancel(context.Background())
-	produced := make(chan int, 1)
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(src.bootstrap))
-		if err != nil {
-			produced <- 0
-			return
-		}
-		defer cl.Close()
-		n := 0
-		for ctx.Err() == nil {
-			for i := 0; i < 20; i++ {
-				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(n)), Value: []byte("v" + strconv.Itoa(n))}, nil)
-				n++
+	// answeredAfter waits until the function has answered 2xx to an event that arrived after at.
+	answeredAfter := func(at time.Time, what string) {
+		testkit.WaitFor(t, 3*time.Minute, what, func() bool {
+			for _, a := range proxy.snapshot() {
+				if a.code/100 == 2 && a.arrived.After(at) {
+					return true
+				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			return false
+		})
+	}
+	// A steady trickle of records through all three faults.
+	bp := startProducing(t, src.bootstrap, []string{topic}, parts)
+	answeredAfter(time.Now(), "the function to copy a record")
+	type window struct {
+		name     string
+		target   bool
+		ends     map[int32]int64 // the source's ends as the fault began
+		down, up time.Time
+		waiting  int // events waiting on the function as the broker came back
+	}
+	var windows []window
+	for _, fs := range []struct {
+		f fault
+		b *faultBroker
+	}{{hangFault, tgt}, {hangFault, src}, {restartFault, tgt}} {
+		side := fs.b.role
+		w := window{name: fs.f.name + " of the " + side, target: fs.b == tgt, ends: endOffsets(t, src.bootstrap, topic), down: time.Now()}
+		// The function logs "not ready" naming the cluster at each change of its readiness.
+		unreachable := side + " cluster unreachable"
+		seen := strings.Count(fn.stderr.String(), unreachable)
+		fs.f.down(t, fs.b)
+		testkit.WaitFor(t, 2*time.Minute, "/readyz to answer 503 naming the "+side+" in the log during the "+w.name, func() bool {
+			return !ready() && strings.Count(fn.stderr.String(), unreachable) > seen
+		})
+		if w.target {
+			// The dispatcher keeps sending events (the source answers): one waits on a copy
+			// the target cannot take, or is answered 503.
+			testkit.WaitFor(t, 2*time.Minute, "an event waiting on the function, or answered 503, during the "+w.name, func() bool {
+				w.waiting = 0
+				for _, a := range proxy.snapshot() {
+					if a.code == 0 || (a.code == http.StatusServiceUnavailable && a.answered.After(w.down)) {
+						w.waiting++
+					}
+				}
+				return w.waiting > 0
+			})
 		}
-		if err := cl.Flush(context.Background()); err != nil {
-			t.Errorf("producer: %v", err)
-		}
-		produced <- n
-	}()
-	time.Sleep(3 * time.Second)
-	hangFault.inject(t, tgt)
-	time.Sleep(3 * time.Second)
-	hangFault.inject(t, src)
-	time.Sleep(3 * time.Second)
-	restartFault.inject(t, tgt)
-	time.Sleep(3 * time.Second)
-	cancel()
-	n := <-produced
+		w.up = time.Now()
+		fs.f.up(t, fs.b)
+		t.Logf("%s: %s, /readyz 503 (%q logged), %d events waiting or answered 503 before it ended", w.name, w.up.Sub(w.down).Round(100*time.Millisecond), unreachable, w.waiting)
+		windows = append(windows, w)
+		testkit.WaitFor(t, 2*time.Minute, "/readyz to answer 200 after the "+w.name, ready)
+		answeredAfter(time.Now(), "the function to copy again after the "+w.name)
+	}
+	want := bp.finish(t)
 	d.WaitCommitted(topic, endOffsets(t, src.bootstrap, topic), 3*time.Minute)
 	d.Stop()
-	records, distinct := countKeys(t, tgt.bootstrap, remote, true)
-	t.Logf("%d produced; the target holds %d records (read_committed), %d distinct", n, records, distinct)
-	if distinct != n || records != n {
-		t.Errorf("target: %d records, %d distinct; want %d exactly once\n%s", records, distinct, n, tail(fn.stderr.String(), 4000))
+
+	// The answers: 2xx or 503 only; none 2xx for a record produced during a target fault before
+	// the target was back.
+	codes := map[int]int{}
+	for _, a := range proxy.snapshot() {
+		codes[a.code]++
+		if a.code/100 != 2 && a.code != http.StatusServiceUnavailable {
+			t.Errorf("event %d@%d answered %d, want 2xx or 503", a.partition, a.offset, a.code)
+		}
+		for _, w := range windows {
+			if end, ok := w.ends[a.partition]; ok && w.target && a.code/100 == 2 && a.offset >= end && a.answered.Before(w.up) {
+				t.Errorf("event %d@%d, a record produced during the %s, answered %d before the target was back", a.partition, a.offset, w.name, a.code)
+			}
+		}
+	}
+	// Give-ups: the dispatcher's (dead-lettered events) and the function's (a partition's copy
+	// stopped with records left: fenced, not settled or stalled).
+	gaveUp := strings.Count(fn.stderr.String(), "records left before offset")
+	t.Logf("answers by status: %v; %d events dead-lettered; %d copies given up", codes, len(dls.Requests()), gaveUp)
+	if n := len(dls.Requests()); n != 0 {
+		t.Errorf("the dispatcher gave up %d events (dead-letter sink), want 0", n)
+	}
+	if gaveUp != 0 {
+		t.Errorf("the function gave up %d copies, want 0\n%s", gaveUp, tail(fn.stderr.String(), 4000))
+	}
+
+	// The records, byte for byte, each once for a read_committed reader.
+	got := testkit.ReadAll(t, tgt.bootstrap, remote, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	dups := assertNoLoss(t, want, got)
+	t.Logf("%d produced; the target holds %d records (read_committed), %d duplicates", len(want), len(got), dups)
+	if dups != 0 {
+		t.Errorf("exactly-once: a read_committed reader sees %d records twice", dups)
+	}
+	// The offsets: the function's stored positions are the source's last offsets (mirror status).
+	code, out, stderr := runMirrorCmd(t, env, "status", "-o", "json")
+	var st struct {
+		Partitions []struct {
+			Partition int32
+			Position  *int64
+			SourceEnd int64 `json:"source_end"`
+			Lag       int64
+		}
+	}
+	if code != 0 {
+		t.Fatalf("mirror status: exit %d\n%s", code, stderr)
+	}
+	decodeJSON(t, out, &st)
+	if len(st.Partitions) != parts {
+		t.Errorf("mirror status: %d partitions, want %d\n%s", len(st.Partitions), parts, out)
+	}
+	for _, p := range st.Partitions {
+		if p.Position == nil || *p.Position != p.SourceEnd-1 || p.Lag != 0 {
+			t.Errorf("partition %d: stored position %v, source end %d, lag %d; want the last offset, lag 0", p.Partition, p.Position, p.SourceEnd, p.Lag)
+		}
 	}
 }
 
