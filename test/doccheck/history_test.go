@@ -1,6 +1,8 @@
 package doccheck
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -61,4 +63,31 @@ func clip(l string) string {
 		return l[:160] + "…"
 	}
 	return l
+}
+
+// benchResultFolder is how a folder of test/bench/results is named: the date of its run and
+// what it measured ("2026-12-05-scaleout"), never the work session it came from.
+var benchResultFolder = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}-[A-Za-z0-9][A-Za-z0-9.-]*$`)
+
+// TestBenchResultFoldersNamedByDateAndTopic: every folder of test/bench/results is named by
+// its date and what it measured, and none by a work session.
+func TestBenchResultFoldersNamedByDateAndTopic(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join(root(t), "test", "bench", "results"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		folders++
+		name := e.Name()
+		if !benchResultFolder.MatchString(name) || strings.Contains(strings.ToLower(name), "session") {
+			t.Errorf("test/bench/results/%s: name a results folder by its date and what it measured (2026-12-05-scaleout), not by a work session", name)
+		}
+	}
+	if folders == 0 {
+		t.Error("test/bench/results holds no results folder")
+	}
 }
