@@ -26,7 +26,7 @@ var subcommands = map[string]map[string]struct {
 		"status":  {[]string{"-o"}, []int{0, 1, 2}},
 		"plan":    {[]string{"-o"}, []int{0, 1, 2}},
 		"verify":  {[]string{"-o", "-topics", "-last", "-max-listed"}, []int{0, 1, 2}},
-		"cutover": {[]string{"-o", "-groups", "-topics", "-timeout", "-watch", "-dry-run", "-allow-live"}, []int{0, 1, 2, 4, 5, 6}},
+		"cutover": {[]string{"-o", "-groups", "-topics", "-timeout", "-watch", "-dry-run", "-allow-live"}, []int{0, 1, 2, 3, 4, 5, 6}},
 	},
 	"checkpoint": {"run": {nil, []int{0, 1, 2, 3}}, "serve": {nil, []int{0, 1, 2}}},
 	"heartbeat":  {"run": {nil, []int{0, 1, 2, 3}}, "serve": {nil, []int{0, 1, 2}}},

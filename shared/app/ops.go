@@ -14,6 +14,7 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/config"
 	"github.com/mm2go/mm2go/shared/ops"
+	"github.com/mm2go/mm2go/shared/round"
 )
 
 // Ops returns an ops.Ops for loaded settings, with clients from shared/cluster.
@@ -202,8 +203,9 @@ func cutoverCommand() cli.Command {
 		},
 		Exits: []cli.Exit{
 			{Code: ops.CutoverGo, Meaning: "GO: every partition of every group is committed on the target at exactly its next record (-dry-run: would be)"},
-			{Code: ops.CutoverError, Meaning: "the cutover could not be done: a cluster, a topic not in the flow, the time bound"},
+			{Code: ops.CutoverError, Meaning: "the cutover could not be done: a permission, a topic not in the flow, an error retrying will not mend"},
 			{Code: cli.ExitConfig, Meaning: "invalid settings or command line (-groups missing)"},
+			{Code: cli.ExitMore, Meaning: "run again later: a cluster still failed with a retriable error (unreachable, a coordinator loading) when -timeout ended, or a stop signal came"},
 			{Code: ops.CutoverNoGo, Meaning: "NO-GO: a partition is not exact (not copied, a gap, no offset sync, records differ); nothing written"},
 			{Code: ops.CutoverLive, Meaning: "NO-GO: producers are still writing to the groups' topics; nothing written"},
 			{Code: ops.CutoverInUse, Meaning: "NO-GO: a group has members on the target, or still on the source; nothing written"},
@@ -213,7 +215,7 @@ func cutoverCommand() cli.Command {
 }
 
 // cutover is `mirror cutover`. Its exit code is ops.CutoverGo, ops.CutoverNoGo,
-// ops.CutoverLive, ops.CutoverInUse, ops.CutoverError or cli.ExitConfig.
+// ops.CutoverLive, ops.CutoverInUse, ops.CutoverError, cli.ExitConfig or cli.ExitMore.
 func cutover(ctx context.Context, env cli.Env, f cutoverFlags) error {
 	if err := checkFormat(f.format); err != nil {
 		return &cli.ExitError{Code: cli.ExitConfig, Err: err}
@@ -234,8 +236,17 @@ func cutover(ctx context.Context, env cli.Env, f cutoverFlags) error {
 	defer o.Close()
 	// A retriable failure (a coordinator loading, a leader moving) runs the cutover again from
 	// its start: every step is safe to repeat (the same offsets are translated and written).
+	// -timeout bounds the retries too; a failure still retriable when it ends, or when a stop
+	// signal came, is "run again later" (cli.ExitMore).
 	var c *ops.Cutover
-	err = retry(ctx, env, "cutover", func(ctx context.Context) (err error) { c, err = o.Cutover(ctx, co); return err })
+	backoff := cluster.DefaultBackoff
+	if f.timeout > 0 {
+		backoff.Budget = f.timeout
+	}
+	err = cluster.Retry(ctx, env.Logger, "cutover", backoff, func(ctx context.Context) (err error) { c, err = o.Cutover(ctx, co); return err })
+	if err != nil && (round.Transient(err) || ctx.Err() != nil) {
+		return &cli.ExitError{Code: cli.ExitMore, Err: fmt.Errorf("cutover not done within -timeout %v, run it again later: %w", f.timeout, err)}
+	}
 	if err != nil {
 		return &cli.ExitError{Code: ops.CutoverError, Err: fmt.Errorf("cutover: %w", err)}
 	}

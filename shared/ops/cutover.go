@@ -17,10 +17,11 @@ import (
 	"github.com/mm2go/mm2go/shared/metrics"
 )
 
-// Exit codes of cutover. 2 is the command line's (cli.ExitConfig) and 3 a budget's (cli.ExitMore).
+// Exit codes of cutover. 2 is the command line's (cli.ExitConfig) and 3 a budget's (cli.ExitMore:
+// a cluster still failing with a retriable error when -timeout ended, or a stop signal).
 const (
 	CutoverGo      = 0 // every partition of every group is on the target at exactly its next record
-	CutoverError   = 1 // the cutover could not be done (a cluster, a permission, a -topics topic the flow does not replicate)
+	CutoverError   = 1 // the cutover could not be done (a permission, a -topics topic the flow does not replicate)
 	CutoverNoGo    = 4 // a partition is not exact (not copied, a gap, no offset sync, records differ)
 	CutoverLive    = 5 // producers are still writing to the groups' topics (nothing written)
 	CutoverInUse   = 6 // a group has members on the target, or still on the source (nothing written)
