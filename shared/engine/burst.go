@@ -318,7 +318,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 		if early.cons != nil {
 			c.pool, c.early = early.pool, early.cons
 		}
-		c.earlyProd = early.prod
+		c.earlyProd, c.throttle = early.prod, early.throttle
 		c.remote = remote
 		c.tps = tps
 		c.forward = forward
@@ -371,7 +371,9 @@ type earlyStart struct {
 	cons  *kgo.Client // nil if none was started
 	pool  *fetchPool
 	prod  *kgo.Client // the records' producer, nil if none was started
-	warm  bool        // start prod (not for runs on the engine's shared producers)
+	// throttle watches prod's throttling by the target (copier.throttle).
+	throttle *throttleWatch
+	warm     bool // start prod (not for runs on the engine's shared producers)
 	// forward: the run forwards batches first (see forwardLoop), so no consumer is started;
 	// the record path dials one for the partitions it hands over.
 	forward bool
@@ -395,7 +397,7 @@ func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[strin
 	}
 	if es.forward {
 		if es.warm {
-			es.prod = br.warmProducer(ctx)
+			es.prod, es.throttle = br.warmProducer(ctx)
 		}
 		return
 	}
@@ -406,7 +408,7 @@ func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[strin
 	}
 	es.cons, es.pool = cons, pool
 	if es.warm {
-		es.prod = br.warmProducer(ctx)
+		es.prod, es.throttle = br.warmProducer(ctx)
 	}
 }
 
@@ -415,11 +417,13 @@ func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[strin
 // remote topics are ready: a new connection to a seed broker and one to the broker that
 // answers InitProducerID, some 15 ms of a new flow's first record on a local broker (franz-go
 // debug log). Only a plan with records to copy warms one, so an idle run sends nothing more.
-// It returns nil if the client cannot be built: the copier dials again and reports that.
-func (br *burstRunner) warmProducer(ctx context.Context) *kgo.Client {
-	prod, err := br.dial(ctx, Target, br.pipe.dataProducerOpts()...)
+// It returns nil if the client cannot be built: the copier dials again and reports that. The
+// watch is the client's throttle hook (copier.throttle).
+func (br *burstRunner) warmProducer(ctx context.Context) (*kgo.Client, *throttleWatch) {
+	throttle := newThrottleWatch(throttleMemory)
+	prod, err := br.dial(ctx, Target, append(br.pipe.dataProducerOpts(), kgo.WithHooks(throttle))...)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	wctx, stop := br.bg.bind(ctx)
 	if !br.bg.goDo(func() {
@@ -431,7 +435,7 @@ func (br *burstRunner) warmProducer(ctx context.Context) *kgo.Client {
 	}) {
 		stop()
 	}
-	return prod
+	return prod, throttle
 }
 
 // close closes the clients started early that will not be used.

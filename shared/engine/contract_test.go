@@ -31,7 +31,7 @@ func TestFakeUserDeliveryTimeoutHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warmed := e.runner.warmProducer(ctx)
+	warmed, _ := e.runner.warmProducer(ctx)
 	if warmed == nil {
 		t.Fatal("no warmed producer")
 	}

@@ -59,10 +59,14 @@ const startInflightBytes = 256 << 10
 
 // bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
 // narrow burst on its own producer (exactly-once: of a record inside its transaction, txnAcked;
-// firstAckNS waits for the first commit), then (and for every other copy) the budget.
+// firstAckNS waits for the first commit), then (and for every other copy) the budget, at most
+// throttledInflightBytes while the target throttles the copy's own producer.
 func (c *copier) bound() int64 {
 	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 && !c.txnAcked.Load() {
 		return min(c.budget, startInflightBytes)
+	}
+	if c.throttle.throttled() {
+		return min(c.budget, throttledInflightBytes)
 	}
 	return c.budget
 }
@@ -172,6 +176,9 @@ type copier struct {
 	early *kgo.Client // source consumer started while the topics were prepared, until used
 	// earlyProd is the records' producer started while the topics were prepared, until used.
 	earlyProd *kgo.Client
+	// throttle watches the target's throttling of the copy's own records producer (nil on
+	// the engine's shared producers and exactly-once ones).
+	throttle *throttleWatch
 	// inflight counts bytes produced, not yet acknowledged, and wakes producers waiting for
 	// room under budget. Both are the engine's (one bound for all concurrent calls) with
 	// reuse.
@@ -280,13 +287,17 @@ func recordSize(r *kgo.Record) int64 {
 // crashing or storing a wrong position.
 func (c *copier) acked(st *partLedger, r *kgo.Record, err error) {
 	size := recordSize(r)
-	up, failed, sample, bad := st.confirm(r, size, err)
+	up, failed, sample, dropped, bad := st.confirm(r, size, err)
 	// The record counts as answered (pending) only once its outcome is recorded (the copy's
 	// error, its offset sync): a copy waiting for its records reads them as soon as the count
 	// reaches 0. Every answer counts, a bad one too: the record is out of the producer.
 	defer c.pending.Add(-1)
 	if bad != nil {
 		c.fail(bad)
+		c.inflight.release(size)
+		return
+	}
+	if dropped { // left to the partition's next holder (revoke)
 		c.inflight.release(size)
 		return
 	}
@@ -609,8 +620,11 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	default:
 		if c.earlyProd != nil {
 			c.prod, c.earlyProd = c.earlyProd, nil // warmed while the topics were prepared
-		} else if c.prod, err = e.dial(ctx, Target, e.dataProducerOpts()...); err != nil {
-			return nil, fmt.Errorf("connecting target producer: %w", err)
+		} else {
+			c.throttle = newThrottleWatch(throttleMemory)
+			if c.prod, err = e.dial(ctx, Target, append(e.dataProducerOpts(), kgo.WithHooks(c.throttle))...); err != nil {
+				return nil, fmt.Errorf("connecting target producer: %w", err)
+			}
 		}
 		if c.alo.prod, err = e.dial(ctx, Target, positionProducerOpts()...); err != nil {
 			c.prod.Close()
@@ -693,6 +707,9 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		// other gives partitions up in a second round), took that for its share and ended,
 		// and the partitions given up could be left to nobody.
 		kgo.Balancers(kgo.StickyBalancer()),
+		// A member learns of a rebalance (a member joining or leaving) at its next heartbeat;
+		// the others wait for it: every second, not franz-go's 3 s.
+		kgo.HeartbeatInterval(groupHeartbeatInterval),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -718,6 +735,10 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 		kgo.OnPartitionsLost(c.revoke),
 	)
 }
+
+// groupHeartbeatInterval is how often a burst group member heartbeats, and so how late at most
+// it learns that a rebalance began.
+const groupHeartbeatInterval = time.Second
 
 // The fetch budget (fetch.max.bytes) when Options.FetchMaxBytes is 0: fetchBytesPerPartition
 // per partition consumed, between minAutoFetchBytes and maxAutoFetchBytes. A broker answers a
@@ -883,8 +904,17 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.finishWait())
 		defer cancel()
 	}
-	c.e.log.Debug("burst group revoking partitions: waiting for their records in flight and storing their positions", "group", c.bo.Group, "revoking", tpNames(m), "finishing", closing)
-	if err := c.sink.flush(wctx); err != nil {
+	// A member still copying leaves the records it has not sent yet to the group (abandon):
+	// under a produce quota its in-flight budget is seconds of sending, and the member that
+	// joined waited that long for its share (scale-out, docs/performance.md). The records
+	// already sent are waited for, and the positions stored are those acknowledged.
+	abandon := !closing && c.abandon(m)
+	c.e.log.Debug("burst group revoking partitions: waiting for their records in flight and storing their positions", "group", c.bo.Group, "revoking", tpNames(m), "finishing", closing, "unsent_left", abandon)
+	if abandon {
+		if err := c.prod.AbortBufferedRecords(wctx); err != nil {
+			c.fail(fmt.Errorf("leaving the unsent records of revoked partitions: %w", err))
+		}
+	} else if err := c.sink.flush(wctx); err != nil {
 		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
 	}
 	if err := c.commits.commit(wctx, commitRevoke); err != nil {
@@ -908,6 +938,40 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	c.mu.Unlock()
 	cl.ResumeFetchPartitions(m) // a partition paused here must not stay paused if it comes back
 	c.e.log.Info("partitions revoked by burst group", "group", c.bo.Group, "topics", len(m), "revoked", tpNames(m))
+}
+
+// abandon (group mode, revoke) marks the partitions of m abandoned, so that the producer's
+// aborted records are dropped, not failures, and reports whether it did: only on the copy's
+// own producer (AbortBufferedRecords fails every record it holds) and only when m holds every
+// partition with records in flight (an eager rebalance revokes them all).
+func (c *copier) abandon(m map[string][]int32) bool {
+	if c.reuse || c.prod == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	revoked := map[TP]bool{}
+	for t, ps := range m {
+		for _, p := range ps {
+			revoked[TP{t, p}] = true
+		}
+	}
+	for _, st := range c.states {
+		st.mu.Lock()
+		busy := st.head < len(st.inflight)
+		st.mu.Unlock()
+		if busy && (!revoked[st.w.tp] || c.byTP[st.w.tp] != st) {
+			return false
+		}
+	}
+	for tp := range revoked {
+		if st := c.byTP[tp]; st != nil {
+			st.mu.Lock()
+			st.abandoned = true
+			st.mu.Unlock()
+		}
+	}
+	return true
 }
 
 // copyLoop is the fetch-and-produce loop. It returns the exit reason.

@@ -299,3 +299,37 @@ func TestFakeOutOfOrderAckReleasesItsRecord(t *testing.T) {
 		t.Errorf("records awaited after both records were answered = %d, want 0", got)
 	}
 }
+
+// TestThrottledTargetBoundsInflight: while the target throttles the records' producer (a
+// produce quota), a burst keeps at most throttledInflightBytes in flight: the target accepts
+// no more per second than its quota, and a full budget (8 MiB, 4 s of a 2 MiB/s quota) is
+// what a burst group member that joins waits for before the holder hands partitions over.
+// Without throttling, and some time after the last throttle, the budget applies again.
+func TestThrottledTargetBoundsInflight(t *testing.T) {
+	c := &copier{budget: 8 << 20, throttle: newThrottleWatch(50 * time.Millisecond)}
+	c.firstAckNS.Store(1)
+	if got := c.bound(); got != 8<<20 {
+		t.Fatalf("bound before any throttle %d, want the 8 MiB budget", got)
+	}
+	c.throttle.OnBrokerThrottle(kgo.BrokerMetadata{}, 300*time.Millisecond, true)
+	if got := c.bound(); got != throttledInflightBytes {
+		t.Errorf("bound while the target throttles %d, want %d", got, throttledInflightBytes)
+	}
+	c.throttle.OnBrokerThrottle(kgo.BrokerMetadata{}, 0, true) // an answer without throttle
+	if got := c.bound(); got != throttledInflightBytes {
+		t.Errorf("bound after an unthrottled answer within the memory %d, want %d", got, throttledInflightBytes)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.bound() != 8<<20 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := c.bound(); got != 8<<20 {
+		t.Errorf("bound after the throttle memory ran out %d, want the 8 MiB budget", got)
+	}
+	small := &copier{budget: 512 << 10, throttle: newThrottleWatch(time.Minute)}
+	small.firstAckNS.Store(1)
+	small.throttle.OnBrokerThrottle(kgo.BrokerMetadata{}, time.Second, false)
+	if got := small.bound(); got != 512<<10 {
+		t.Errorf("throttled bound of a 512 KiB budget %d, want the budget (the smaller)", got)
+	}
+}

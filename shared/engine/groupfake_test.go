@@ -558,3 +558,102 @@ func (f *fakeFlow) produceLate(ctx context.Context) []*kgo.Record {
 	}
 	return late
 }
+
+// TestFakeGroupRevokeLeavesUnsentRecords: a burst group member whose partitions are revoked
+// (another member joins) hands them over once the produce requests it has sent are answered;
+// the records it has fetched and buffered but not sent are left to the member that gets the
+// partitions next, which starts from the positions stored. Under a produce quota, sending the
+// buffer first kept the joining member idle for as long as the quota took to pass it (the
+// in-flight budget is seconds of a small quota). Here the target answers each of member A's
+// produce requests 200 ms late until its revocation begins, so that A has a buffer when member
+// B joins; while the revocation runs
+// (from "burst group revoking partitions" to "partitions revoked by burst group") the target
+// must receive no produce request of the copy. Every record is copied once.
+func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.fastGroups()
+	cl := f.client(Source, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range 50 {
+		batch := make([]*kgo.Record, 0, 40)
+		for p := range int32(2) {
+			for j := range 20 {
+				batch = append(batch, &kgo.Record{Topic: "orders", Partition: p, Key: fmt.Appendf(nil, "k%d-%d-%d", p, i, j), Value: []byte("value")})
+			}
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, batch...)
+	}
+	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 16<<10, 4<<10
+
+	produced := make(chan struct{})
+	var producedOnce, revokingOnce sync.Once
+	var inRevoke, revokeSeen atomic.Bool
+	var sentInRevoke atomic.Int64
+	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
+			for _, p := range tp.Partitions {
+				if bytes.Contains(p.Records, []byte("k0-")) || bytes.Contains(p.Records, []byte("k1-")) {
+					if inRevoke.Load() {
+						sentInRevoke.Add(1)
+					}
+					producedOnce.Do(func() { close(produced) })
+					if !revokeSeen.Load() {
+						f.tgt.SleepControl(func() { time.Sleep(200 * time.Millisecond) })
+					}
+					return nil, nil, false
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	logA := slog.New(signalOn{signalOn{f.logs, "burst group revoking partitions", func() {
+		revokingOnce.Do(func() {
+			inRevoke.Store(true)
+			revokeSeen.Store(true)
+		})
+	}}, "partitions revoked by burst group", func() { inRevoke.Store(false) }})
+	ea, err := New(context.Background(), f.opts, f.dial, logA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ea.Close)
+
+	type result struct {
+		s   Summary
+		err error
+	}
+	aDone, bDone := make(chan result, 1), make(chan result, 1)
+	go func() {
+		s, err := ea.Burst(ctx, BurstOptions{Group: "g"})
+		aDone <- result{s, err}
+	}()
+	select { // A has joined and copies; its requests are held
+	case <-produced:
+	case <-ctx.Done():
+		t.Fatal("member A never produced")
+	}
+	go func() {
+		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
+		bDone <- result{s, err}
+	}()
+	a, b := <-aDone, <-bDone
+	for name, r := range map[string]result{"A": a, "B": b} {
+		if r.err != nil {
+			t.Fatalf("member %s: %v", name, r.err)
+		}
+		t.Logf("member %s copied %d (%s, lag %d)", name, r.s.Records, r.s.Reason, r.s.Lag)
+		if r.s.Reason != ReasonDone || r.s.Lag != 0 {
+			t.Errorf("member %s ended %s with lag %d, want done with lag 0", name, r.s.Reason, r.s.Lag)
+		}
+	}
+	if n := sentInRevoke.Load(); n > 0 {
+		t.Errorf("member A sent %d produce request(s) of the copy while its partitions were revoked, want 0: the records it had not sent are the next holder's", n)
+	}
+	f.assertLagReported("orders", a.s, b.s)
+	f.assertCopied(recs, "src.orders")
+}

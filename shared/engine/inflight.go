@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // inflightBytes counts bytes read from the source and not yet acknowledged by the target, and
@@ -115,4 +118,67 @@ func (z *zeroCount) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// throttledInflightBytes bounds the bytes in flight of a copy while the target throttles its
+// records' producer (a produce quota, see throttleWatch): 8 MiB in flight is 4 s of a 2 MiB/s
+// quota, and a burst group member that joins waits until the holder's records in flight are
+// written before it gets its share (8 partitions, 2 members joining 4 s apart under a 2 MiB/s
+// quota per client id: the joiner waited 4.7 s with 8 MiB, 1.8 s with 1 MiB, the copy as fast).
+// 1 MiB keeps a quota of that size saturated.
+const throttledInflightBytes = 1 << 20
+
+// throttleMemory is how long after the last throttled answer a copy keeps the throttled bound.
+const throttleMemory = 5 * time.Second
+
+// throttleWatch is a kgo.HookBrokerThrottle of the records' producer: it says whether the target
+// throttled one of its requests within the last mem (a timer clears it, so that the in-flight
+// bound, read per record, needs no clock).
+type throttleWatch struct {
+	on    atomic.Bool
+	mem   time.Duration
+	mu    sync.Mutex
+	until time.Time // under mu: when on ends unless throttled again
+	armed bool      // under mu: timer pending
+	timer *time.Timer
+}
+
+// newThrottleWatch returns a watch that forgets a throttle after mem.
+func newThrottleWatch(mem time.Duration) *throttleWatch {
+	w := &throttleWatch{mem: mem}
+	w.timer = time.AfterFunc(time.Hour, w.expire)
+	w.timer.Stop()
+	return w
+}
+
+// OnBrokerThrottle implements kgo.HookBrokerThrottle.
+func (w *throttleWatch) OnBrokerThrottle(_ kgo.BrokerMetadata, throttle time.Duration, _ bool) {
+	if throttle <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.until = time.Now().Add(w.mem)
+	w.on.Store(true)
+	if !w.armed {
+		w.armed = true
+		w.timer.Reset(w.mem)
+	}
+}
+
+// expire clears on once mem passed since the last throttle, or waits on.
+func (w *throttleWatch) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if left := time.Until(w.until); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.on.Store(false)
+	w.armed = false
+}
+
+// throttled reports whether the target throttled the producer recently (false for nil).
+func (w *throttleWatch) throttled() bool {
+	return w != nil && w.on.Load()
 }

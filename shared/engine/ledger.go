@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -47,6 +48,12 @@ type partLedger struct {
 
 	done bool // fetch side only: reached the end
 
+	// abandoned (under mu) says the partition was revoked from a burst group member that left
+	// what it had not sent to the group (copier.revoke): the producer fails those records with
+	// kgo.ErrAborting, and they are dropped, not a failure. dropped says one was: the position
+	// then stays at the last record acknowledged, whatever was fetched after it.
+	abandoned, dropped bool
+
 	// gaveUp says why the copy gave the partition up before its end ("" it did not), under mu:
 	// an exactly-once partition another instance took over, or whose commit could not be
 	// settled. Summary.GivenUp reports it.
@@ -68,7 +75,7 @@ type inflightRec struct {
 // position returns the position that may be stored now: every record up to it was
 // acknowledged (control records need no copy). Called with mu held.
 func (st *partLedger) position() int64 {
-	if st.failed == nil && st.head == len(st.inflight) {
+	if st.failed == nil && !st.dropped && st.head == len(st.inflight) {
 		return max(st.lastAcked, st.lastSeen)
 	}
 	return st.lastAcked
@@ -92,11 +99,12 @@ func (st *partLedger) seen(last int64) {
 
 // confirm records the record sink's answer for r (size bytes; err its failure, if any) and
 // returns r's upstream offset, the partition's failure (err or an earlier one), and whether
-// r is the latency sample. The sink answers a partition's records in produce order, so r must
+// r is the latency sample. A record of an abandoned partition that the producer aborted is
+// dropped: no failure, no acknowledgement (dropped true). The sink answers a partition's records in produce order, so r must
 // be the oldest in flight: otherwise (a record acknowledged twice, or one this ledger never
 // tracked) bad says so and the partition fails, so that its position can never move past a
 // record whose fate is unknown.
-func (st *partLedger) confirm(r *kgo.Record, size int64, err error) (up int64, failed error, sample bool, bad error) {
+func (st *partLedger) confirm(r *kgo.Record, size int64, err error) (up int64, failed error, sample, dropped bool, bad error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.head == len(st.inflight) || st.inflight[st.head].rec != r {
@@ -104,7 +112,7 @@ func (st *partLedger) confirm(r *kgo.Record, size int64, err error) (up int64, f
 		if st.failed == nil {
 			st.failed = bad
 		}
-		return 0, nil, false, bad
+		return 0, nil, false, false, bad
 	}
 	up = st.inflight[st.head].up
 	st.inflight[st.head] = inflightRec{}
@@ -126,11 +134,17 @@ func (st *partLedger) confirm(r *kgo.Record, size int64, err error) (up int64, f
 		st.inflight = st.inflight[:n]
 		st.head = 0
 	}
-	if err != nil {
+	switch {
+	case err != nil && st.abandoned && errors.Is(err, kgo.ErrAborting), st.dropped:
+		// After a dropped record, one of the partition's later records cannot be counted as
+		// written either (franz-go answers in order, so none is): the next holder copies it.
+		st.dropped = true
+		return up, st.failed, false, true, nil
+	case err != nil:
 		if st.failed == nil {
 			st.failed = err
 		}
-	} else if st.failed == nil {
+	case st.failed == nil && !st.dropped:
 		st.lastAcked = up
 		st.records++
 		st.bytes += size
@@ -139,7 +153,7 @@ func (st *partLedger) confirm(r *kgo.Record, size int64, err error) (up int64, f
 	if sample {
 		st.sampleUp = -1
 	}
-	return up, st.failed, sample, nil
+	return up, st.failed, sample, false, nil
 }
 
 // confirmBatch records that the batch sink wrote a batch of n records (bytes of payload)
