@@ -89,7 +89,23 @@ type tally struct {
 	skips          []skip
 	slow           []timed
 	pkgFails       []pkgFail
+	failures       []failure
 }
+
+// failure is a failed test and the first lines of its messages (see messages): what it
+// said went wrong, repeated in the report so that it survives where only the end of a long
+// output is kept (a test's output can end in pages of a service's log).
+type failure struct {
+	pkg, test string
+	msgs      []string
+}
+
+// shownMessages is how many message lines of each failed test the report repeats, and
+// messageWidth how many runes of each.
+const (
+	shownMessages = 6
+	messageWidth  = 240
+)
 
 type skip struct{ pkg, test, reason string }
 
@@ -137,6 +153,7 @@ func filter(r io.Reader, out io.Writer) *tally {
 				if lines, ok := outputs[k]; ok && strings.HasPrefix(k, e.Package+" ") {
 					t.failed++
 					testFailed[e.Package] = true
+					t.failures = append(t.failures, failure{e.Package, strings.TrimPrefix(k, e.Package+" "), messages(lines)})
 					printOutput(out, lines)
 					delete(outputs, k)
 				}
@@ -169,6 +186,7 @@ func filter(r io.Reader, out io.Writer) *tally {
 		case e.Action == "fail":
 			t.failed++
 			testFailed[e.Package] = true
+			t.failures = append(t.failures, failure{e.Package, e.Test, messages(outputs[key])})
 			t.time(e)
 			printOutput(out, outputs[key])
 			delete(outputs, key)
@@ -217,8 +235,27 @@ func skipReason(lines []string) string {
 	return "(no reason given)"
 }
 
+// msgLine is the first line of a test's message: four spaces, then the file and line (the
+// lines after a message's first are indented by eight).
+var msgLine = regexp.MustCompile(`^    [^\s:]+\.go:\d+: `)
+
+// messages returns the first line of each message a test logged (t.Error, t.Fatal, t.Log:
+// "    file.go:12: message"; the lines after a message's first are indented further and left
+// out), the first shownMessages of them, clipped to messageWidth runes.
+func messages(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		l = strings.TrimRight(l, "\n")
+		if msgLine.MatchString(l) && len(out) < shownMessages {
+			out = append(out, clip(strings.Join(strings.Fields(l), " "), messageWidth))
+		}
+	}
+	return out
+}
+
 // appendTo appends the tally to file: "pass N", "fail N", then "skip <package> <test> <reason>",
-// "time <package> <test> <seconds>" and "pkgfail <package> <why>" lines (tab-separated).
+// "time <package> <test> <seconds>", "pkgfail <package> <why>" and "failed <package> <test>
+// <message>" lines (tab-separated; a failed test without messages has an empty one).
 func (t *tally) appendTo(file string) error {
 	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -235,6 +272,14 @@ func (t *tally) appendTo(file string) error {
 	for _, p := range t.pkgFails {
 		fmt.Fprintf(w, "pkgfail\t%s\t%s\n", p.pkg, p.why)
 	}
+	for _, f := range t.failures {
+		if len(f.msgs) == 0 {
+			fmt.Fprintf(w, "failed\t%s\t%s\t\n", f.pkg, f.test)
+		}
+		for _, m := range f.msgs {
+			fmt.Fprintf(w, "failed\t%s\t%s\t%s\n", f.pkg, f.test, strings.ReplaceAll(m, "\t", " "))
+		}
+	}
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return fmt.Errorf("writing the tally file %s: %w", file, err)
@@ -243,8 +288,8 @@ func (t *tally) appendTo(file string) error {
 }
 
 // printReport prints the slowest tests of the tally file, then its skipped tests, a line each,
-// grouped by reason (most first), then one line counting them by reason: the last line of
-// `make test`.
+// grouped by reason (most first), then each failed test with the first lines of its messages,
+// then one line counting them by reason: the last line of `make test`.
 func printReport(out io.Writer, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -269,6 +314,14 @@ func printReport(out io.Writer, file string) error {
 			t.slow = append(t.slow, timed{f[1], f[2], secs})
 		case len(f) == 3 && f[0] == "pkgfail":
 			t.pkgFails = append(t.pkgFails, pkgFail{f[1], f[2]})
+		case len(f) == 4 && f[0] == "failed":
+			if n := len(t.failures); n == 0 || t.failures[n-1].pkg != f[1] || t.failures[n-1].test != f[2] {
+				t.failures = append(t.failures, failure{pkg: f[1], test: f[2]})
+			}
+			if f[3] != "" {
+				last := &t.failures[len(t.failures)-1]
+				last.msgs = append(last.msgs, f[3])
+			}
 		case l == "":
 		default:
 			err = errors.New("bad line")
@@ -305,6 +358,12 @@ func printReport(out io.Writer, file string) error {
 			fmt.Fprintf(out, "skipped: %s %s: %s\n", shortPkg(sk.pkg), sk.test, r)
 		}
 		why = append(why, fmt.Sprintf("%d %s", len(ss), clip(r, 60)))
+	}
+	for _, f := range t.failures {
+		fmt.Fprintf(out, "failed: %s %s\n", shortPkg(f.pkg), f.test)
+		for _, m := range f.msgs {
+			fmt.Fprintf(out, "    %s\n", m)
+		}
 	}
 	line := fmt.Sprintf("== tests: %d passed, %d failed, %d skipped", t.passed, t.failed, len(t.skips))
 	if len(why) > 0 {

@@ -11,8 +11,10 @@ import (
 )
 
 // TestFilterAndReport runs `go test -json` on testdata/sample (a pass, three skips with two
-// reasons, a failed subtest): the filtered output is what plain go test prints (the failure,
-// not the passing test's log nor -v's framing), and the report counts the skips by reason.
+// reasons, a failed subtest, a failed test whose cleanup logs 200 lines of a service's log):
+// the filtered output is what plain go test prints (the failures, not the passing test's log
+// nor -v's framing), and the report counts the skips by reason and repeats each failed test's
+// messages, the first line of each, so that the end of the output says what went wrong.
 func TestFilterAndReport(t *testing.T) {
 	cmd := exec.Command("go", "test", "-json", "-count=1", "./testdata/sample")
 	stdout, err := cmd.StdoutPipe()
@@ -28,7 +30,7 @@ func TestFilterAndReport(t *testing.T) {
 		t.Error("go test of the sample succeeded; it has a failing test")
 	}
 	got := out.String()
-	for _, want := range []string{"--- FAIL: TestSub/failed", "sample_test.go:13: wrong answer", "FAIL\tgithub.com/mm2go/mm2go/test/testsummary/testdata/sample"} {
+	for _, want := range []string{"--- FAIL: TestSub/failed", "sample_test.go:16: wrong answer", "FAIL\tgithub.com/mm2go/mm2go/test/testsummary/testdata/sample"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
@@ -38,8 +40,8 @@ func TestFilterAndReport(t *testing.T) {
 			t.Errorf("output has %q:\n%s", unwanted, got)
 		}
 	}
-	if tl.passed != 1 || tl.failed != 2 || len(tl.skips) != 3 {
-		t.Errorf("tally: %d passed, %d failed, %d skipped; want 1, 2 (TestSub and its subtest), 3", tl.passed, tl.failed, len(tl.skips))
+	if tl.passed != 1 || tl.failed != 3 || len(tl.skips) != 3 {
+		t.Errorf("tally: %d passed, %d failed, %d skipped; want 1, 3 (TestSub and its subtest, TestDump), 3", tl.passed, tl.failed, len(tl.skips))
 	}
 
 	file := filepath.Join(t.TempDir(), "tally")
@@ -60,7 +62,14 @@ func TestFilterAndReport(t *testing.T) {
 		"skipped: test/testsummary/testdata/sample TestSkipKitToo: the kit is not here\n" +
 		"skipped: test/testsummary/testdata/sample TestSub/skipped: no broker: 1\n" +
 		"skipped: deploy/check TestImage: no docker\n" +
-		"== tests: 5 passed, 2 failed, 4 skipped: 2 the kit is not here; 1 no broker: 1; 1 no docker; 1 package failed: test/testsummary/testdata/sample\n"
+		"failed: test/testsummary/testdata/sample TestSub/failed\n" +
+		"    sample_test.go:16: wrong answer\n" +
+		"failed: test/testsummary/testdata/sample TestSub\n" +
+		"failed: test/testsummary/testdata/sample TestDump\n" +
+		"    sample_test.go:28: produced 10 records\n" +
+		"    sample_test.go:29: records missing on the target: 3 of 10\n" +
+		"    sample_test.go:26: service log:\n" +
+		"== tests: 5 passed, 3 failed, 4 skipped: 2 the kit is not here; 1 no broker: 1; 1 no docker; 1 package failed: test/testsummary/testdata/sample\n"
 	if rep.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", rep.String(), want)
 	}
