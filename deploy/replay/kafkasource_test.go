@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/shared/mirrorevents"
 	"github.com/mm2go/mm2go/test/testkit"
 	"github.com/mm2go/mm2go/test/testkit/dispatcher"
 )
@@ -21,19 +22,24 @@ import (
 // activator stands where Knative's activator stands for a Service scaled to zero: the first
 // request starts the revision's pod (startPod: the process, probed with the Service's readiness
 // probe as Knative probes it) and is held until the pod is ready; every request is then passed
-// to the pod. It records what the dispatcher sent.
+// to the pod. scaleToZero stops the pod as Knative does for an idle Service, and the next
+// request starts a new one. It records the record events the dispatcher sent.
 type activator struct {
 	t   *testing.T
 	bin string
 	svc Service
 	env map[string]string
 
-	once   sync.Once
-	pod    *pod
-	podErr error
+	podMu  sync.Mutex // held while a pod starts or stops: requests wait for it
+	pod    *pod       // nil: scaled to zero
 	proxy  *httputil.ReverseProxy
+	podErr error // the last start's failure
+	cold   *pod  // the first pod
+	starts int
 
 	mu         sync.Mutex
+	atZero     bool // scaled to zero
+	zeroEvents int  // record events that arrived once scaled to zero
 	firstEvent time.Time
 	events     int
 	statuses   map[int]int
@@ -45,39 +51,88 @@ type activator struct {
 
 func (a *activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	par, off := r.Header.Get("ce-knativekafkapartition"), r.Header.Get("ce-knativekafkaoffset")
-	a.mu.Lock()
-	if a.firstEvent.IsZero() {
-		a.firstEvent = time.Now()
-	}
-	if _, ok := a.firstByPar[par]; !ok {
-		a.firstByPar[par] = time.Now()
-	}
-	a.events++
-	a.inFlight[par]++
-	a.maxFlight[par] = max(a.maxFlight[par], a.inFlight[par])
-	a.offsets[par] = append(a.offsets[par], off)
-	a.mu.Unlock()
-	defer func() {
+	record := r.Header.Get("ce-type") == mirrorevents.TypeKafkaEvent
+	if record {
 		a.mu.Lock()
-		a.inFlight[par]--
-		a.mu.Unlock()
-	}()
-	// The cold start: the pod starts on the first request; the others wait for it.
-	a.once.Do(func() {
-		if a.pod, a.podErr = startPodErr(a.t, a.bin, a.svc, a.env); a.podErr == nil {
-			u, _ := url.Parse(a.pod.base)
-			a.proxy = httputil.NewSingleHostReverseProxy(u)
+		if a.firstEvent.IsZero() {
+			a.firstEvent = time.Now()
 		}
-	})
-	if a.podErr != nil {
-		http.Error(w, a.podErr.Error(), http.StatusBadGateway)
+		if _, ok := a.firstByPar[par]; !ok {
+			a.firstByPar[par] = time.Now()
+		}
+		a.events++
+		if a.atZero {
+			a.zeroEvents++
+		}
+		a.inFlight[par]++
+		a.maxFlight[par] = max(a.maxFlight[par], a.inFlight[par])
+		a.offsets[par] = append(a.offsets[par], off)
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			a.inFlight[par]--
+			a.mu.Unlock()
+		}()
+	}
+	proxy, err := a.running()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	a.proxy.ServeHTTP(rec, r)
+	proxy.ServeHTTP(rec, r)
+	if record {
+		a.mu.Lock()
+		a.statuses[rec.code]++
+		a.mu.Unlock()
+	}
+}
+
+// running returns the proxy to the running pod, starting one if the Service is at zero (a
+// cold start: the request waits until the pod is ready, as do the requests behind it).
+func (a *activator) running() (*httputil.ReverseProxy, error) {
+	a.podMu.Lock()
+	defer a.podMu.Unlock()
+	if a.pod == nil {
+		p, err := startPodErr(a.t, a.bin, a.svc, a.env)
+		if err != nil {
+			a.podErr = err
+			return nil, err
+		}
+		u, _ := url.Parse(p.base)
+		a.pod, a.proxy = p, httputil.NewSingleHostReverseProxy(u)
+		a.starts++
+		if a.cold == nil {
+			a.cold = p
+		}
+	}
+	return a.proxy, nil
+}
+
+// scaleToZero stops the running pod as Knative does when a Service has been idle: SIGTERM,
+// and the process finishes its in-flight work and exits. It fails the test unless the process
+// exited 0. The next request starts a new pod.
+func (a *activator) scaleToZero(t *testing.T) {
+	t.Helper()
+	a.podMu.Lock()
+	defer a.podMu.Unlock()
+	if a.pod == nil {
+		return
+	}
+	if err := a.pod.stop(); err != nil {
+		t.Errorf("%s: scaling to zero, the pod's process: %v, want exit 0", a.svc.Name, err)
+	}
+	a.pod, a.proxy = nil, nil
 	a.mu.Lock()
-	a.statuses[rec.code]++
+	a.atZero = true
 	a.mu.Unlock()
+}
+
+// eventsAtZero returns how many record events arrived once scaleToZero had stopped the pod.
+func (a *activator) eventsAtZero() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.zeroEvents
 }
 
 type statusRecorder struct {
@@ -239,6 +294,14 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	endMap := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { endMap[o.Partition] = o.Offset })
 	waitKeys(t, c.Target.Bootstrap, remote, expected, time.Minute)
+	// Every event answered: the group's committed offsets reach the ends. The target can hold
+	// every record well before that: each event starts a catch-up copy of what the source
+	// gained since the last copy (mirrorevents' FollowEvents), so a dispatcher that lags sends
+	// events for records already on the target.
+	d.WaitCommitted(topic, endMap, 2*time.Minute)
+	// Idle, the Service scales to zero. A running pod would copy the record produced next
+	// through the catch-up copy of any later event; with none running, only the burst can.
+	act.scaleToZero(t)
 
 	// The last record of partition 3 carries a header value with CR LF: the dispatcher cannot
 	// build the request, retries, gives up and commits past it. No event copies it.
@@ -255,11 +318,15 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	if act.sent(3, bad.Offset) {
 		t.Errorf("%s: the record with CR LF in a header value (partition 3 offset %d) reached the Service as an event", shape, bad.Offset)
 	}
-	if keys := readKeys(t, c.Target.Bootstrap, remote); keys["unsendable"] > 0 {
-		t.Errorf("%s: the unsendable record is on the target before any burst: the test shows nothing", shape)
+	if n := act.eventsAtZero(); n > 0 {
+		t.Errorf("%s: %d record events arrived after the dispatcher had committed past every event and the Service had scaled to zero", shape, n)
 	}
-	// The scheduled burst copies it.
-	if code, body := act.pod.ping(t, burst); code/100 != 2 {
+	if keys := readKeys(t, c.Target.Bootstrap, remote); keys["unsendable"] > 0 {
+		t.Errorf("%s: the unsendable record is on the target before the burst, with no pod running: the test shows nothing", shape)
+	}
+	// The scheduled burst: the PingSource's tick starts the Service cold, and its burst copies
+	// the record.
+	if code, body := pingAt(t, "http://"+ln.Addr().String(), burst); code/100 != 2 {
 		t.Fatalf("%s: burst tick: %d %s", shape, code, body)
 	}
 	expected["unsendable"] = true
@@ -284,6 +351,9 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	if dups > 0 {
 		t.Errorf("%s: %d records copied twice: two copiers on one partition", shape, dups)
 	}
+	// Byte for byte, partition by partition in the source's order: keys (the binary one),
+	// values, timestamps, headers (CR LF in the unsendable record's).
+	testkit.AssertSameRecords(t, testkit.ReadAll(t, c.Source.Bootstrap, topic), testkit.ReadAll(t, c.Target.Bootstrap, remote))
 	// Lag 0: the dispatcher's group is at the ends (WaitCommitted above) and so is the mirror.
 	act.mu.Lock()
 	defer act.mu.Unlock()
@@ -320,11 +390,11 @@ func kafkaSourceReplay(t *testing.T, shape string, objs []map[string]any, secret
 	}
 	t.Logf("%s: KafkaSource %s (group %s, initialOffset %s, ordered %v, key type %s, retry %d, backoff %v, dead letter %q) into %s:\n"+
 		"  trigger to first record on the target %v: first event at the activator after %v, pod ready %v after process start (%d probes of %s, period %v), "+
-		"first record %v after the first event\n  %d events (%d backlog records sent), answers %v, first event per partition %s; "+
+		"first record %v after the first event; %d pod starts\n  %d events (%d backlog records sent), answers %v, first event per partition %s; "+
 		"the unsendable record given up after %v, %d dead-lettered; %d records on the target, %d duplicates; dispatcher refusals logged: %d",
 		shape, ks.Name, ks.ConsumerGroup, ks.InitialOffset, ks.Ordered, ks.KeyType, ks.Retry, ks.BackoffDelay, ks.DeadLetter, svc.Name,
-		firstRecord.Sub(trigger).Round(time.Millisecond), act.firstEvent.Sub(trigger).Round(time.Millisecond), act.pod.ready.Round(time.Millisecond),
-		act.pod.probes, svc.ReadinessPath, svc.ReadinessPeriod, firstRecord.Sub(act.firstEvent).Round(time.Millisecond),
+		firstRecord.Sub(trigger).Round(time.Millisecond), act.firstEvent.Sub(trigger).Round(time.Millisecond), act.cold.ready.Round(time.Millisecond),
+		act.cold.probes, svc.ReadinessPath, svc.ReadinessPeriod, firstRecord.Sub(act.firstEvent).Round(time.Millisecond), act.starts,
 		act.events, sentBacklog, act.statuses, strings.Join(order, ", "), gaveUpAfter.Round(time.Millisecond), len(dls.Requests()),
 		len(got), dups, strings.Count(d.Log(), "prohibited character")+strings.Count(d.Log(), "only ' ' and '\\t' are allowed"))
 }

@@ -46,6 +46,8 @@ type pod struct {
 	probes  int
 	cmd     *exec.Cmd
 	log     *strings.Builder
+	exited  chan struct{} // closed once the process exited, with its Wait's error in waitErr
+	waitErr error
 }
 
 // startPod starts the Service's container with PORT set, and probes it as Knative does: with
@@ -70,20 +72,13 @@ func startPodErr(t *testing.T, bin string, svc Service, env map[string]string) (
 	}
 	log := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = log, log
-	p := &pod{svc: svc, base: fmt.Sprintf("http://127.0.0.1:%d", port), started: time.Now(), cmd: cmd, log: log}
+	p := &pod{svc: svc, base: fmt.Sprintf("http://127.0.0.1:%d", port), started: time.Now(), cmd: cmd, log: log, exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", svc.Name, err)
 	}
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		_ = p.stop()
 		if t.Failed() {
 			t.Logf("%s log:\n%s", svc.Name, tail(log.String(), 3000))
 		}
@@ -114,17 +109,36 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// stop sends the process SIGTERM, as the kubelet does, waits for it to exit (killing it after
+// 30 s) and returns how it ended (nil: exit 0). Stopping a stopped pod returns the same.
+func (p *pod) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return p.waitErr
+}
+
 // ping sends what a PingSource sends on a tick.
 func (p *pod) ping(t *testing.T, source string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, p.base+"/", strings.NewReader(""))
+	return pingAt(t, p.base, source)
+}
+
+// pingAt sends what a PingSource sends on a tick to the address base.
+func pingAt(t *testing.T, base, source string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/", strings.NewReader(""))
 	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": suffix(t), "ce-type": "dev.knative.sources.ping",
 		"ce-source": "/apis/v1/namespaces/mm2go/pingsources/" + source} {
 		req.Header.Set(k, v)
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
 	if err != nil {
-		t.Fatalf("%s: PingSource %s: %v", p.svc.Name, source, err)
+		t.Fatalf("%s: PingSource %s: %v", base, source, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
