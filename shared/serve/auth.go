@@ -119,7 +119,7 @@ func (c SenderAuthConfig) validate() (*x509.CertPool, error) {
 // such requests get 503, which KafkaSource retries.
 type senderAuth struct {
 	cfg    SenderAuthConfig
-	ctx    context.Context // long-lived, carries client: key set fetches use it
+	ctx    context.Context // long-lived: key set fetches use it
 	client *http.Client
 	log    *slog.Logger
 	mu     sync.Mutex
@@ -162,7 +162,7 @@ func newSenderAuth(ctx context.Context, cfg SenderAuthConfig, logger *slog.Logge
 		logger.Warn(EnvOIDCIssuer+" is plain http: whoever is on the path to the issuer can serve keys of their own and have any token accepted; use its https URL",
 			"issuer", cfg.Issuer)
 	}
-	return &senderAuth{cfg: cfg, ctx: oidc.ClientContext(context.WithoutCancel(ctx), client), client: client, log: logger, tokens: tokens}, nil
+	return &senderAuth{cfg: cfg, ctx: context.WithoutCancel(ctx), client: client, log: logger, tokens: tokens}, nil
 }
 
 // jwksMinInterval is the least time between two requests to the issuer after the first
@@ -263,8 +263,9 @@ func (a *senderAuth) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error
 			a.tokens.allow(u)
 		}
 	}
-	keys := oidc.NewRemoteKeySet(a.ctx, claims.JWKSURI)
-	a.verify = oidc.NewVerifier(a.cfg.Issuer, keys, &oidc.Config{ClientID: a.cfg.Audience, SupportedSigningAlgs: signingAlgs(claims.Algs)})
+	algs := signingAlgs(claims.Algs)
+	keys := &keySet{ctx: a.ctx, url: claims.JWKSURI, client: a.client, algs: algs}
+	a.verify = oidc.NewVerifier(a.cfg.Issuer, keys, &oidc.Config{ClientID: a.cfg.Audience, SupportedSigningAlgs: algs})
 	a.log.Info("sender authentication on", "issuer", a.cfg.Issuer, "audience", a.cfg.Audience,
 		"allowed_subjects", a.cfg.AllowedSubjects, "jwks_uri", claims.JWKSURI)
 	return a.verify, nil
