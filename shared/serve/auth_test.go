@@ -130,7 +130,7 @@ func TestSenderAuth(t *testing.T) {
 		refused(t, tok, "Bearer "+tok, http.StatusForbidden, `sender authentication: subject "system:serviceaccount:default:curl" is not allowed (MM2_SERVE_OIDC_ALLOWED_SUBJECTS)`)
 	})
 	t.Run("key rotation", func(t *testing.T) {
-		iss.Rotate(oidcissuer.Options{})
+		iss.Rotate(t, oidcissuer.Options{})
 		// The verifier has the old key cached; a token signed with the new one makes it fetch
 		// the JWKS again.
 		if code, body := send(t, "Bearer "+token(trustedSender, sinkAudience)); code != http.StatusOK {
@@ -140,7 +140,7 @@ func TestSenderAuth(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		// The same issuer and key, its clock two hours back: tokens for one hour, expired now.
-		iss.Restart(oidcissuer.Options{Clock: time.Now().Add(-2 * time.Hour)})
+		iss.Restart(t, oidcissuer.Options{Clock: time.Now().Add(-2 * time.Hour)})
 		tok := token(trustedSender, sinkAudience)
 		refused(t, tok, "Bearer "+tok, http.StatusUnauthorized, "invalid token: oidc: token is expired")
 	})

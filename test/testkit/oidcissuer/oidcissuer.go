@@ -96,7 +96,7 @@ func Start(t testing.TB, o Options) *Server {
 		key:     newKey(t),
 	}
 	t.Cleanup(s.stop)
-	s.launch(o)
+	s.launch(t, o)
 	return s
 }
 
@@ -125,19 +125,21 @@ func (s *Server) Log() string {
 }
 
 // Rotate restarts the server on the same port with a new signing key for the default issuer:
-// tokens minted before no longer verify against its JWKS, new ones carry the new key.
-func (s *Server) Rotate(o Options) {
-	s.t.Helper()
+// tokens minted before no longer verify against its JWKS, new ones carry the new key. A
+// failure ends t, the calling (sub)test.
+func (s *Server) Rotate(t testing.TB, o Options) {
+	t.Helper()
 	s.stop()
-	s.key = newKey(s.t)
-	s.launch(o)
+	s.key = newKey(t)
+	s.launch(t, o)
 }
 
-// Restart restarts the server on the same port with the same key and new options.
-func (s *Server) Restart(o Options) {
-	s.t.Helper()
+// Restart restarts the server on the same port with the same key and new options. A failure
+// ends t, the calling (sub)test.
+func (s *Server) Restart(t testing.TB, o Options) {
+	t.Helper()
 	s.stop()
-	s.launch(o)
+	s.launch(t, o)
 }
 
 // Token asks issuer name's token endpoint for a client_credentials token (client_secret_post)
@@ -173,10 +175,11 @@ func token(t testing.TB, client *http.Client, endpoint, clientID, clientSecret, 
 }
 
 // config is the server's JSON_CONFIG: Netty, no login page, our key for the default issuer.
-func (s *Server) config(o Options) string {
+func (s *Server) config(t testing.TB, o Options) string {
+	t.Helper()
 	jwk, err := json.Marshal(jose.JSONWebKey{Key: s.key, KeyID: DefaultIssuer, Algorithm: "RS256", Use: "sig"})
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	provider := map[string]any{"keyProvider": map[string]any{"initialKeys": string(jwk), "algorithm": "RS256"}}
 	if !o.Clock.IsZero() {
@@ -185,26 +188,28 @@ func (s *Server) config(o Options) string {
 	cfg := map[string]any{"interactiveLogin": false, "httpServer": "NettyWrapper", "tokenProvider": provider}
 	b, err := json.Marshal(cfg)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return string(b)
 }
 
-func (s *Server) launch(o Options) {
-	s.t.Helper()
+// launch starts the server and waits until its default issuer's discovery document answers;
+// a failure ends t.
+func (s *Server) launch(t testing.TB, o Options) {
+	t.Helper()
 	logf, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer logf.Close()
 	cmd := exec.Command("java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-cp", filepath.Join(s.lib, "*"), "no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt")
 	cmd.Env = append(os.Environ(), "SERVER_HOSTNAME=127.0.0.1", fmt.Sprintf("SERVER_PORT=%d", s.port),
-		"JSON_CONFIG="+s.config(o))
+		"JSON_CONFIG="+s.config(t, o))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("starting mock-oauth2-server: %v", err)
+		t.Fatalf("starting mock-oauth2-server: %v", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -212,9 +217,18 @@ func (s *Server) launch(o Options) {
 	s.cmd = cmd
 	s.mu.Unlock()
 
-	// Ready when the default issuer's discovery document answers (the JVM starts in ~2 s).
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Ready when the default issuer's discovery document answers: the JVM starts in about 2 s
+	// on an idle machine, 5-8 s at a load of 25 on 2 cores, and more beside other JVMs. No
+	// bound of its own: it waits until the process exits or the test binary's -timeout is
+	// near, and then fails with the server's log rather than as a timeout's goroutine dump.
+	ctx, cancel := context.WithCancel(context.Background())
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, has := d.Deadline(); has {
+			ctx, cancel = context.WithDeadline(context.Background(), end.Add(-deadlineMargin))
+		}
+	}
 	defer cancel()
+	start := time.Now()
 	disc := s.Issuer(DefaultIssuer) + "/.well-known/openid-configuration"
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, disc, nil)
@@ -227,13 +241,17 @@ func (s *Server) launch(o Options) {
 		}
 		select {
 		case <-exited:
-			s.t.Fatalf("mock-oauth2-server exited during start:\n%s", tail(s.Log(), 30))
+			t.Fatalf("mock-oauth2-server exited during start:\n%s", tail(s.Log(), 30))
 		case <-ctx.Done():
-			s.t.Fatalf("mock-oauth2-server did not answer %s in time:\n%s", disc, tail(s.Log(), 30))
+			t.Fatalf("mock-oauth2-server did not answer %s in %v, as the test binary's -timeout nears:\n%s", disc, time.Since(start).Round(time.Second), tail(s.Log(), 30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
+
+// deadlineMargin is the time left before the test binary's -timeout when launch gives up
+// waiting for the server: enough to fail, stop the processes and print the logs.
+const deadlineMargin = 30 * time.Second
 
 // stop ends the process group this helper started and waits until the port is free.
 func (s *Server) stop() {
