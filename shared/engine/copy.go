@@ -17,89 +17,6 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 )
 
-// The in-flight budget (bytes read from the source, not yet acknowledged by the target) when
-// Options.MaxBufferedBytes is 0. A burst over few partitions needs room for a full batch
-// (cluster.DefaultMaxRequestSize, 1 MiB) per partition: with 2 MiB over 8 partitions every
-// batch waited out the producer's linger, and two 1 MB records at a time were in flight (1M
-// x 512 B: 2.6-2.9 s at 2 MiB, 1.7-2.1 s at 8 MiB; 1,000 x 1 MB: 4.6 s, 2.1 s). A wide burst
-// gains no rate from more: its batches stay small whatever the budget, and the collector pays
-// for the larger live heap (100 partitions: 2.6-2.9 CPU s/GB at 2 MiB, 3.6 at 8 MiB; 1,000:
-// 8.1-9.0 against 12-13). docs/performance.md has the runs.
-const (
-	narrowInflightBytes = 8 << 20
-	wideInflightBytes   = 2 << 20
-	narrowPartitions    = 16
-)
-
-// inflightBudget returns the in-flight byte bound of a burst over partitions: the configured
-// MaxBufferedBytes, else narrowInflightBytes up to narrowPartitions partitions, then
-// narrowInflightBytes × narrowPartitions / partitions, never below wideInflightBytes.
-func (o Options) inflightBudget(partitions int) int64 {
-	if o.MaxBufferedBytes > 0 {
-		return int64(o.MaxBufferedBytes)
-	}
-	if partitions <= narrowPartitions {
-		return narrowInflightBytes
-	}
-	return max(narrowInflightBytes*narrowPartitions/int64(partitions), wideInflightBytes)
-}
-
-// startInflightBytes bounds the bytes in flight of a narrow burst (up to narrowPartitions
-// partitions) until the target acknowledged its first record. Let loose at once, a burst over
-// 8 partitions sends a first produce request of up to 8 MiB (a full batch per partition) to a
-// topic it has just created. In test/perf runs on 1M x 512 B the first acknowledgement came
-// after 127-281 ms (median 150) without this bound and 70-194 ms (median 84) with it; the full
-// bench, noisier, did not show the gain. A wide burst starts at its budget: its first 256 KiB
-// are the records of the first few partitions fetched, and on new remote topics (which a wide
-// burst does not wait to be served, see awaitServing) those partitions may be the last ones
-// the broker serves. Held to 256 KiB, 1,000 new partitions waited 475 ms after their topics
-// were ready for three partitions of one topic to be served, the other 997 idle behind them
-// (test/perf, franz-go debug log).
-const startInflightBytes = 256 << 10
-
-// bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
-// narrow burst on its own producer (exactly-once: of a record inside its transaction, txnAcked;
-// firstAckNS waits for the first commit), then (and for every other copy) the budget, at most
-// throttledInflightBytes while the target throttles the copy's own producer.
-func (c *copier) bound() int64 {
-	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 && !c.txnAcked.Load() {
-		return min(c.budget, startInflightBytes)
-	}
-	if c.throttle.throttled() {
-		return min(c.budget, throttledInflightBytes)
-	}
-	return c.budget
-}
-
-// shareEngineBudget makes c a copy on the engine's long-lived producers: it waits for its own
-// records instead of flushing them, and shares the engine's in-flight bound with every other
-// such call.
-func (c *copier) shareEngineBudget() {
-	c.reuse = true
-	c.budget, c.inflight = c.e.opts.sharedInflightBudget(), &c.e.reuse.inflight
-}
-
-// sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
-// producers together (CopyPartition, mirror serve): the wide budget, as those calls usually
-// cover many partitions at once.
-func (o Options) sharedInflightBudget() int64 {
-	if o.MaxBufferedBytes > 0 {
-		return int64(o.MaxBufferedBytes)
-	}
-	return wideInflightBytes
-}
-
-// producerBufferedBytes bounds a record producer's buffer: twice the largest in-flight budget
-// its copies use plus room for one batch per partition being assembled. The copier's own
-// budget binds first.
-func (o Options) producerBufferedBytes() int {
-	return int(2*max(int64(o.MaxBufferedBytes), narrowInflightBytes)) + 16<<20
-}
-
-// maxBufferedRecords caps records buffered in a producer; the byte bound (the in-flight
-// budget) normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
-const maxBufferedRecords = 1 << 17
-
 // copier is one copy (a burst, a shared event-driven copy, or a payload write): a source
 // consumer over all partitions with work, one idempotent target producer for the records, a
 // ledger per partition (partLedger) and the committer of positions and offset syncs
@@ -739,35 +656,6 @@ func (c *copier) consumer(ctx context.Context, offs map[string]map[int32]kgo.Off
 // groupHeartbeatInterval is how often a burst group member heartbeats, and so how late at most
 // it learns that a rebalance began.
 const groupHeartbeatInterval = time.Second
-
-// The fetch budget (fetch.max.bytes) when Options.FetchMaxBytes is 0: fetchBytesPerPartition
-// per partition consumed, between minAutoFetchBytes and maxAutoFetchBytes. A broker answers a
-// fetch with at most partitionFetchBudget of each partition, and every fetch request and
-// response lists every partition consumed, so a wide flow at 512 KiB paid that per-partition
-// cost for every two partitions' data (1,000 partitions: 8.2-9.0 CPU s/GB at 512 KiB, 5.3 at
-// 2 MiB, 4.7 at 4 MiB; 8 MiB ran into the memory limit at 11-12). A narrow flow keeps the
-// small fetch: its in-flight budget is the larger one.
-const (
-	minAutoFetchBytes      = 512 << 10
-	maxAutoFetchBytes      = 4 << 20
-	fetchBytesPerPartition = 4 << 10
-	minPartitionFetchBytes = 256 << 10
-)
-
-// partitionFetchBudget returns the max.partition.fetch.bytes that goes with fetch.max.bytes b:
-// a sixteenth of it, at least minPartitionFetchBytes (or b if smaller) and at most Kafka's 1 MiB
-// default, so a large configured fetch is not held to a few partitions' worth.
-func partitionFetchBudget(b int32) int32 {
-	return min(max(b/16, minPartitionFetchBytes), b, 1<<20)
-}
-
-// fetchBudget returns the fetch.max.bytes of a consumer over partitions.
-func (o Options) fetchBudget(partitions int) int32 {
-	if o.FetchMaxBytes > 0 {
-		return o.FetchMaxBytes
-	}
-	return int32(min(max(partitions*fetchBytesPerPartition, minAutoFetchBytes), maxAutoFetchBytes))
-}
 
 // dialConsumer connects an at-least-once source consumer over partitions (what it consumes is
 // in extra: assigned partitions, which it starts fetching at once, or a group) with fetch

@@ -120,14 +120,6 @@ func (z *zeroCount) wait(ctx context.Context) error {
 	}
 }
 
-// throttledInflightBytes bounds the bytes in flight of a copy while the target throttles its
-// records' producer (a produce quota, see throttleWatch): 8 MiB in flight is 4 s of a 2 MiB/s
-// quota, and a burst group member that joins waits until the holder's records in flight are
-// written before it gets its share (8 partitions, 2 members joining 4 s apart under a 2 MiB/s
-// quota per client id: the joiner waited 4.7 s with 8 MiB, 1.8 s with 1 MiB, the copy as fast).
-// 1 MiB keeps a quota of that size saturated.
-const throttledInflightBytes = 1 << 20
-
 // throttleMemory is how long after the last throttled answer a copy keeps the throttled bound.
 const throttleMemory = 5 * time.Second
 
