@@ -226,7 +226,7 @@ func logSummary(logger *slog.Logger, s engine.Summary) {
 		"reason", s.Reason, "error", s.Error, "records", s.Records, "bytes", s.Bytes, "lag", s.Lag,
 		"partitions", s.Partitions, "duration", s.Duration.Round(time.Millisecond).String(),
 		"records_per_second", int64(rate), "first_record_ms", s.FirstRecordMS, "topics_ready_ms", s.TopicsReadyMS,
-		"exactly_once", s.ExactlyOnce, "gaps", len(s.Gaps), slog.Group("topics", topics...))
+		"exactly_once", s.ExactlyOnce, "gaps", len(s.Gaps), "offset_syncs_unconfirmed", s.SyncsUnconfirmed, slog.Group("topics", topics...))
 }
 
 // meteredEngine is Engine recording env's metrics.

@@ -117,6 +117,12 @@ type Summary struct {
 	// over, owns the partition now (said after the why); a `mirror run` whose burst is `done`
 	// with `lag` exits 3.
 	GivenUp map[string]string `json:"given_up,omitempty"`
+	// SyncsUnconfirmed names the partitions ("topic-partition") whose final offset sync the
+	// offset-syncs topic had not acknowledged within the bounded wait at the burst's end (a
+	// throttled or unanswering syncs cluster). The copy and its positions are complete; until a
+	// later burst writes a sync for them, checkpoints translate their group offsets through an
+	// earlier one.
+	SyncsUnconfirmed []string `json:"offset_syncs_unconfirmed,omitempty"`
 
 	parts []partResult // per partition, for the calls sharing a copy
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,16 +318,18 @@ func TestFakeSyncHistoryKeptThroughAckBursts(t *testing.T) {
 	}
 }
 
-// bufferedMax is a produce hook that keeps the most records its client ever held buffered.
+// bufferedMax is a produce hook that keeps the most records its client ever held buffered,
+// and how many it was given in all.
 type bufferedMax struct {
-	mu       sync.Mutex
-	now, max int
+	mu              sync.Mutex
+	now, max, total int
 }
 
 func (b *bufferedMax) OnProduceRecordBuffered(*kgo.Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.now++
+	b.total++
 	b.max = max(b.max, b.now)
 }
 
@@ -340,6 +343,12 @@ func (b *bufferedMax) most() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.max
+}
+
+func (b *bufferedMax) all() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
 }
 
 // TestFakeFinalSyncsTakePermits: finish writes the final offset sync of every partition within
@@ -415,4 +424,98 @@ func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan error) {
 		ch <- err
 	}()
 	return open, ch
+}
+
+// TestFakeFinalSyncsWaitIsBounded: a syncs topic that never answers costs the end of a burst
+// a bounded wait, not the copy: the burst ends without error, every record copied and every
+// position stored, and its summary names the partitions whose final sync is unconfirmed.
+// finish used to wait for them as long as for the positions (finishWaitMax, two minutes).
+func TestFakeFinalSyncsWaitIsBounded(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	f.produce("orders", 2, 50)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		f.src.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e := f.engine()
+	type result struct {
+		s   Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := e.Burst(context.Background(), BurstOptions{})
+		done <- result{s, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the burst did not end within 30 s while the offset-syncs topic answered nothing (positions %v)", f.positions())
+	}
+	if r.err != nil || r.s.Records != 100 || r.s.Lag != 0 {
+		t.Fatalf("burst: %d records, lag %d, error %v; want 100, 0, none", r.s.Records, r.s.Lag, r.err)
+	}
+	if pos := f.positions(); pos[TP{"orders", 0}] != 49 || pos[TP{"orders", 1}] != 49 {
+		t.Errorf("positions %v, want 49 for both partitions", pos)
+	}
+	if want := []string{"orders-0", "orders-1"}; !slices.Equal(r.s.SyncsUnconfirmed, want) {
+		t.Errorf("summary's offset_syncs_unconfirmed: %q, want %q", r.s.SyncsUnconfirmed, want)
+	}
+}
+
+// TestThrottledSyncsWaitForARound: while the broker throttles the offset-syncs producer, the
+// per-record path hands no sync to it (each would extend the throttle that the final syncs wait
+// behind); a commit tick sends the newest sync of the partitions once the throttle has passed,
+// and no other tick within throttledSyncRound.
+func TestThrottledSyncsWaitForARound(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 4})
+	buffered := &bufferedMax{}
+	cl := f.client(Source, kgo.WithHooks(buffered), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	e := bareEngine(Options{OffsetLagMax: 10})
+	s := newEmitter(e, cl, "mm2-offset-syncs.tgt.internal", false, nil, nil)
+	ctx := context.Background()
+	parts := make([]*syncPartition, 4)
+	for i := range parts {
+		parts[i] = s.partition(TP{"orders", int32(i)})
+	}
+	s.gate.OnBrokerThrottle(kgo.BrokerMetadata{}, 50*time.Millisecond, true)
+	for off := range int64(100) {
+		for _, p := range parts {
+			s.recordAt(ctx, p, off, off)
+		}
+	}
+	if n := buffered.all(); n != 0 {
+		t.Fatalf("while throttled the per-record path handed %d syncs to the producer, want 0", n)
+	}
+	if err := s.send(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := buffered.all(); n != 0 {
+		t.Fatalf("a commit tick within the throttle handed %d syncs to the producer, want 0", n)
+	}
+	time.Sleep(60 * time.Millisecond) // the throttle passes
+	if err := s.send(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := buffered.all(); n != len(parts) {
+		t.Fatalf("the commit tick after the throttle handed %d syncs to the producer, want the newest of each of the %d partitions", n, len(parts))
+	}
+	for off := int64(100); off < 200; off++ {
+		for _, p := range parts {
+			s.recordAt(ctx, p, off, off)
+		}
+	}
+	if err := s.send(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := buffered.all(); n != len(parts) {
+		t.Errorf("a second commit tick within %s of the first handed syncs too: %d in all, want %d", throttledSyncRound, n, len(parts))
+	}
 }

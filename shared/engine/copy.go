@@ -1182,6 +1182,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	s.ForwardedRecords = c.forwarded.Load()
 	s.ResentBatches = c.resent.Load()
 	s.Unconfirmed = unconfirmed
+	s.SyncsUnconfirmed = c.syncs.unconfirmedFinals()
 	if ns := c.firstAckNS.Load(); ns > 0 {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}
