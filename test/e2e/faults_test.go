@@ -192,30 +192,10 @@ func (f fault) up(t testing.TB, b *faultBroker) {
 	b.kafka(t, map[string]string{"restart": "resume", "hang": "thaw"}[f.name])
 }
 
-// lockedBuffer is a process's output, read while the process still writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *lockedBuffer) Bytes() []byte { return []byte(b.String()) }
-
 // process is a function run as a process (`<bin> run`).
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr lockedBuffer
+	stdout, stderr testkit.SyncBuffer // read while the process runs
 	exited         chan struct{}
 	code           int
 }
@@ -326,7 +306,7 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 			Written int `json:"checkpoints_written"`
 			Synced  int `json:"synced_offsets"`
 		}
-		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || sum.Written != 1 || sum.Synced != 1 {
+		if err := json.Unmarshal([]byte(p.stdout.String()), &sum); err != nil || sum.Written != 1 || sum.Synced != 1 {
 			t.Errorf("summary %s (%v): want 1 checkpoint written, 1 offset synced", p.stdout.String(), err)
 		}
 		// The round's checkpoint: the last of app1 on the remote topic (a retried round may
@@ -370,7 +350,7 @@ func TestFaultsCheckpointHeartbeat(t *testing.T) {
 				Offset         int64
 			} `json:"written"`
 		}
-		if err := json.Unmarshal(p.stdout.Bytes(), &sum); err != nil || len(sum.Written) == 0 || sum.Written[0].Cluster != "target" {
+		if err := json.Unmarshal([]byte(p.stdout.String()), &sum); err != nil || len(sum.Written) == 0 || sum.Written[0].Cluster != "target" {
 			t.Fatalf("summary %s (%v): want the heartbeat written to the target", p.stdout.String(), err)
 		}
 		w := sum.Written[0]
@@ -561,7 +541,7 @@ func TestFaultsMirrorRun(t *testing.T) {
 				Forwarded int64  `json:"forwarded_records"`
 				Duration  int64  `json:"duration_ms"`
 			}
-			_ = json.Unmarshal(p.stdout.Bytes(), &sum)
+			_ = json.Unmarshal([]byte(p.stdout.String()), &sum)
 			switch {
 			case code != 0:
 				t.Errorf("burst through the %s of the %s: exit %d, want 0\n%s", tc.f.name, side, code, tail(p.stderr.String(), 4000))

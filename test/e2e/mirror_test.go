@@ -228,7 +228,7 @@ func TestMirrorSIGTERM(t *testing.T) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	code := p.wait(t, 20*time.Second)
-	sum := RunMirrorSummary(t, p.stdout.Bytes())
+	sum := RunMirrorSummary(t, []byte(p.stdout.String()))
 	first, _ := sum["records"].(float64)
 	lag, _ := sum["lag"].(float64)
 	if code != 3 || sum["reason"] != "stopped" || first <= 0 || lag <= 0 || !strings.Contains(p.stderr.String(), "signal received: stopping") {
