@@ -133,16 +133,7 @@ func TestFakeSlowSyncsTopicDoesNotStallCopy(t *testing.T) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(release) }) }
 	defer open()
-	e := f.engine()
-	type result struct {
-		s   Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err := e.Burst(context.Background(), BurstOptions{})
-		done <- result{s, err}
-	}()
+	done := burstInBackground(f.engine())
 	// A commit cycle stores positions before it sends offset syncs, so the positions can be at
 	// the end a moment before the first sync reaches the held syncs topic: wait for both.
 	deadline := time.Now().Add(30 * time.Second)
@@ -304,8 +295,8 @@ func TestFakeSyncHistoryKeptThroughAckBursts(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	open()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
 	var before int64 = -1
 	for _, sy := range f.readSyncs("orders")[0] {
@@ -385,9 +376,9 @@ func TestFakeFinalSyncsTakePermits(t *testing.T) {
 	}
 	open()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the burst did not end within 30 s of the syncs topic answering (the syncs producer buffered %d records, its permits are 2)", buffered.most())
@@ -405,10 +396,26 @@ func TestFakeFinalSyncsTakePermits(t *testing.T) {
 	}
 }
 
+// burstResult is the outcome of a burst run in the background.
+type burstResult struct {
+	s   Summary
+	err error
+}
+
+// burstInBackground runs a burst of e in a goroutine of its own; done gets its outcome.
+func burstInBackground(e *Engine) (done <-chan burstResult) {
+	ch := make(chan burstResult, 1)
+	go func() {
+		s, err := e.Burst(context.Background(), BurstOptions{})
+		ch <- burstResult{s, err}
+	}()
+	return ch
+}
+
 // burstWithSyncsHeld starts a burst of f while the source (where only the offset-syncs
 // producer produces) holds every produce request until open is called; done gets the burst's
-// error.
-func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan error) {
+// outcome.
+func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan burstResult) {
 	release := make(chan struct{})
 	var once sync.Once
 	open = func() { once.Do(func() { close(release) }) }
@@ -417,13 +424,7 @@ func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan error) {
 		f.src.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
-	e := f.engine()
-	ch := make(chan error, 1)
-	go func() {
-		_, err := e.Burst(context.Background(), BurstOptions{})
-		ch <- err
-	}()
-	return open, ch
+	return open, burstInBackground(f.engine())
 }
 
 // TestFakeFinalSyncsWaitIsBounded: a syncs topic that never answers costs the end of a burst
@@ -433,24 +434,9 @@ func (f *fakeFlow) burstWithSyncsHeld() (open func(), done <-chan error) {
 func TestFakeFinalSyncsWaitIsBounded(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
 	f.produce("orders", 2, 50)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	f.src.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.src.KeepControl()
-		f.src.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
-	e := f.engine()
-	type result struct {
-		s   Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err := e.Burst(context.Background(), BurstOptions{})
-		done <- result{s, err}
-	}()
-	var r result
+	open, done := f.burstWithSyncsHeld() // never opened while the burst runs
+	defer open()
+	var r burstResult
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
