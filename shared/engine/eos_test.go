@@ -573,3 +573,72 @@ func TestFakeExactlyOnceTakenOverIsOwnedElsewhere(t *testing.T) {
 	}
 	f.assertCommittedOnce(recs, "src.orders")
 }
+
+// TestFakeExactlyOnceNewIDsNotFenced: a flow's first exactly-once burst over 3 partitions finds
+// none of their transactional ids known to the coordinator, so nothing is there to fence: it
+// initializes 3 producer ids (its producers'), not 6. A second burst of the same flow, whose
+// ids are known now, fences each first (6). The target holds the 45 records once.
+func TestFakeExactlyOnceNewIDsNotFenced(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 3})
+	f.produce("orders", 3, 10)
+	f.opts.ExactlyOnce = true
+	inits := countRequests(f.tgt, kmsg.InitProducerID)
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 30 || s.Lag != 0 {
+		t.Fatalf("first burst: %+v, %v; want 30 records, lag 0", s, err)
+	}
+	if n := loaded(inits); n != 3 {
+		t.Errorf("first burst: %d InitProducerId requests, want 3 (one per producer, no fencing of new ids)", n)
+	}
+	f.produce("orders", 3, 5) // keys k<p>-0 to k<p>-4 again, at offsets 10-14
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 15 || s.Lag != 0 {
+		t.Fatalf("second burst: %+v, %v; want 15 records, lag 0", s, err)
+	}
+	if n := loaded(inits); n != 3+6 {
+		t.Errorf("second burst: %d InitProducerId requests, want 6 (each known id fenced, then its producer)", n-3)
+	}
+	if got := f.readAllOpts(Target, "src.orders", readCommitted); len(got) != 45 {
+		t.Errorf("a read_committed reader sees %d records on the target, want 45", len(got))
+	}
+}
+
+// TestFakeExactlyOnceNewIDTakenBeforeItsProducer: orders-0's transactional id is new when the
+// burst starts (not fenced), and another instance of the flow initializes it and commits all
+// of orders-0 with its position just before the burst's own producer of it initializes. The
+// producer's epoch (1, not 0) shows it: the burst reads the position again and leaves orders-0,
+// copied to its end, alone; every record is on the target once.
+func TestFakeExactlyOnceNewIDTakenBeforeItsProducer(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 10)
+	f.opts.ExactlyOnce = true
+	e := f.engine()
+	id := e.TransactionalID(TP{"orders", 0})
+	var (
+		first, other atomic.Bool
+		otherErr     atomic.Value
+	)
+	f.tgt.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		r := req.(*kmsg.InitProducerIDRequest)
+		if r.TransactionalID == nil || *r.TransactionalID != id || other.Load() || first.Swap(true) {
+			return nil, nil, false
+		}
+		f.tgt.SleepControl(func() {
+			other.Store(true)
+			if err := f.commitAsOtherInstance(e, id, TP{"orders", 0}, "src.orders", inPartition(recs, 0)); err != nil {
+				otherErr.Store(err)
+			}
+		})
+		return nil, nil, false
+	})
+	s, err := e.Burst(context.Background(), BurstOptions{})
+	if !other.Load() || otherErr.Load() != nil {
+		t.Fatalf("the other instance's commit: ran %v, %v", other.Load(), otherErr.Load())
+	}
+	if err != nil || s.Reason != ReasonDone || s.Lag != 0 || s.Records != 10 {
+		t.Errorf("burst: reason %s, records %d, lag %d, err %v; want done, 10 records (orders-1), lag 0", s.Reason, s.Records, s.Lag, err)
+	}
+	f.assertCommittedOnce(recs, "src.orders")
+	if pos := f.positions(); pos[TP{"orders", 0}] != 9 || pos[TP{"orders", 1}] != 9 {
+		t.Errorf("positions %v, want 9 for both partitions", pos)
+	}
+}
