@@ -116,7 +116,7 @@ const throttledSyncRound = 5 * time.Second
 // then costs only the precision of the translation of its partition's group offsets until a
 // later copy writes one, and the summary names its partition (offset_syncs_unconfirmed).
 const (
-	finalSyncsWait        = 2 * time.Second
+	finalSyncsWait        = 10 * time.Second
 	finalSyncsThrottleMax = 5 * time.Second
 )
 
