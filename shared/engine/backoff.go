@@ -129,3 +129,7 @@ func (b backoff) retry(ctx context.Context, do func() error, again func(errClass
 		}
 	}
 }
+
+// finishWaitMax bounds how long a burst that was not asked to stop waits at its end for a
+// cluster that does not answer (restarting, hung), when no MaxDuration bounds it.
+const finishWaitMax = 2 * time.Minute

@@ -40,28 +40,6 @@ func (o Options) inflightBudget(partitions int) int64 {
 // (test/perf, franz-go debug log).
 const startInflightBytes = 256 << 10
 
-// bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
-// narrow burst on its own producer (exactly-once: of a record inside its transaction, txnAcked;
-// firstAckNS waits for the first commit), then (and for every other copy) the budget, at most
-// throttledInflightBytes while the target throttles the copy's own producer.
-func (c *copier) bound() int64 {
-	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 && !c.txnAcked.Load() {
-		return min(c.budget, startInflightBytes)
-	}
-	if c.throttle.throttled() {
-		return min(c.budget, throttledInflightBytes)
-	}
-	return c.budget
-}
-
-// shareEngineBudget makes c a copy on the engine's long-lived producers: it waits for its own
-// records instead of flushing them, and shares the engine's in-flight bound with every other
-// such call.
-func (c *copier) shareEngineBudget() {
-	c.reuse = true
-	c.budget, c.inflight = c.e.opts.sharedInflightBudget(), &c.e.reuse.inflight
-}
-
 // sharedInflightBudget is the bound of all concurrent calls on the engine's long-lived
 // producers together (CopyPartition, mirror serve): the wide budget, as those calls usually
 // cover many partitions at once.

@@ -13,123 +13,6 @@ import (
 	"github.com/mm2go/mm2go/shared/cluster"
 )
 
-// Exit reasons of a burst (Summary.Reason).
-const (
-	ReasonDone        = "done"         // every selected partition reached the end seen at start
-	ReasonMaxRecords  = "max-records"  // BurstOptions.MaxRecords copied
-	ReasonMaxDuration = "max-duration" // BurstOptions.MaxDuration elapsed
-	ReasonStopped     = "stopped"      // the context was canceled (signal)
-	ReasonFailed      = "failed"       // an error ended the burst
-)
-
-// BurstOptions bound one burst. Zero values mean "no limit".
-type BurstOptions struct {
-	// MaxDuration stops fetching after this long; positions are then committed.
-	MaxDuration time.Duration
-	// MaxRecords stops after copying this many records.
-	MaxRecords int64
-	// Group, if set, is a source consumer group used only to split partitions between several
-	// concurrent bursts (never to store offsets): each burst copies the partitions the group
-	// assigns it; a revoked partition's in-flight records are finished and its position
-	// stored before the group moves on. Empty: this burst takes every partition at once,
-	// without joining anything. Ignored in exactly-once mode.
-	Group string
-	// Progress, if set, is called about once a second with the running totals.
-	Progress func(Progress)
-	// Grace bounds finishing in-flight writes and committing positions after fetching
-	// stopped; 0 means 10s.
-	Grace time.Duration
-
-	// fetched, if set, is called once the copy loop has ended and, outside a burst group, the
-	// source consumer is closed (shared copies free their loop then). A group member keeps its
-	// consumer until it leaves, and may copy again before that (copier.reopen).
-	fetched func()
-	// settled, if set, is called once no record of the copy is in flight any more and the
-	// positions of those acknowledged are stored: at its end, or later if the target left
-	// records unacknowledged past the grace period (shared producers retry them; a copy of the
-	// same partitions started before they settle would write them a second time).
-	settled func()
-	// leaving, if set, is called when a burst group member has decided that it is done and is
-	// about to leave the group.
-	leaving func()
-}
-
-// Progress is a running total of a burst.
-type Progress struct {
-	Records, Bytes int64
-	Lag            int64 // records left to copy (of the end offsets seen at start)
-	Elapsed        time.Duration
-}
-
-// TopicSummary is the outcome of a burst for one source topic.
-type TopicSummary struct {
-	Remote  string `json:"remote"`
-	Records int64  `json:"records"`
-	Bytes   int64  `json:"bytes"`
-	Lag     int64  `json:"lag"`
-}
-
-// Summary is the outcome of a burst.
-type Summary struct {
-	Records int64 `json:"records"`
-	// Bytes counts the keys, values and header keys and values of the records copied; of a
-	// batch forwarded compressed (forwarded_records), which is not decompressed, the
-	// compressed size of its records.
-	Bytes      int64                    `json:"bytes"`
-	Partitions int                      `json:"partitions"`
-	Lag        int64                    `json:"lag"`
-	Topics     map[string]*TopicSummary `json:"topics"`
-	Duration   time.Duration            `json:"-"`
-	DurationMS int64                    `json:"duration_ms"`
-	// FirstRecordMS is the time from the burst's start to the first acknowledged record, -1 if
-	// none was copied.
-	FirstRecordMS int64 `json:"first_record_ms"`
-	// TopicsReadyMS is the time from the burst's start until its remote topics were ready
-	// (created, grown or found as they should be, and, for new ones, served), -1 if the burst
-	// did not prepare them. It is the part of first_record_ms the target broker spends on new
-	// topics.
-	TopicsReadyMS int64  `json:"topics_ready_ms"`
-	Reason        string `json:"reason"`
-	Error         string `json:"error,omitempty"`
-	ExactlyOnce   bool   `json:"exactly_once"`
-	// ForwardedRecords counts those of the records copied that went in whole batches, as the
-	// source stored them (MM2_FORWARD_BATCHES); the others were copied record by record.
-	//
-	// Options.DecodeRecords turns forwarding off.
-	ForwardedRecords int64 `json:"forwarded_records"`
-	// ResentBatches counts the forwarded batches the target refused and that were sent again
-	// (a leader moving, say). Batches to new topics wait until their partitions are served
-	// instead, so a healthy target refuses none.
-	ResentBatches int64 `json:"resent_batches,omitempty"`
-	// Unconfirmed counts the records sent to the target that it had not acknowledged when the
-	// burst ended (a failure, a stop, a budget with the target not answering): the target may
-	// hold them, and the next burst copies them again from the stored position. With records,
-	// it bounds the duplicates a failed or stopped burst can leave (at-least-once).
-	Unconfirmed int64 `json:"unconfirmed,omitempty"`
-	// Gaps are the source records lost to the flow that this burst found and copied around
-	// (deleted before they were mirrored, or a recreated topic); each as below.
-	Gaps []Gap `json:"gaps,omitempty"`
-	// GivenUp names the partitions ("topic-partition") the copy gave up before their end, each
-	// with why: an exactly-once partition another instance took over ("fenced: ..."), or whose
-	// commit could not be settled ("not settled: ..."), or a partition whose source yielded no
-	// record before its end offset ("stalled: ..."). Their records left count in `lag`, unless
-	// another member of the burst group, or the instance that took an exactly-once partition
-	// over, owns the partition now (said after the why); a `mirror run` whose burst is `done`
-	// with `lag` exits 3.
-	GivenUp map[string]string `json:"given_up,omitempty"`
-	// SyncsUnconfirmed names the partitions ("topic-partition") whose final offset sync the
-	// offset-syncs topic had not acknowledged within the bounded wait at the burst's end (a
-	// throttled or unanswering syncs cluster). The copy and its positions are complete; until a
-	// later burst writes a sync for them, checkpoints translate their group offsets through an
-	// earlier one.
-	SyncsUnconfirmed []string `json:"offset_syncs_unconfirmed,omitempty"`
-
-	parts []partResult // per partition, for the calls sharing a copy
-}
-
-// MoreToDo reports whether records were left to copy.
-func (s Summary) MoreToDo() bool { return s.Lag > 0 }
-
 // burstRunner runs a copy from its start to its summary: the order of a burst's start (topics
 // prepared beside the internal topics' checks, planning and the source consumer started early),
 // the exactly-once or at-least-once copy, the lag group commit and the summary. Bursts and
@@ -150,21 +33,6 @@ type burstRunner struct {
 	reuse     *reused // serve's long-lived producers and checks, for runs with reuse
 	pipe      *Engine
 	bg        *background
-}
-
-// work is one partition to copy in a burst.
-type work struct {
-	tp     TP
-	remote string
-	start  int64 // first offset to copy
-	end    int64 // copy offsets < end
-	// initPos, if >= 0, is a position to store even if nothing is copied (auto.offset.reset
-	// latest on a partition without position).
-	initPos int64
-	// What planning saw (see PartitionPlan): the stored position (-1: none), the log start,
-	// and the gap between them, if any.
-	position, logStart int64
-	gap                *Gap
 }
 
 // burst is Engine.Burst.
@@ -456,97 +324,6 @@ func (es *earlyStart) close() {
 	}
 }
 
-// pendingTopic is an internal topic a copier writes to (the Connect offsets topic, the
-// offset-syncs topic): known at once when it exists, or once its creation in the background
-// ends.
-type pendingTopic struct {
-	done  chan struct{}
-	parts int32
-	err   error
-}
-
-// readyTopic is a topic that exists with parts partitions.
-func readyTopic(parts int32) *pendingTopic {
-	t := &pendingTopic{done: make(chan struct{}), parts: parts}
-	close(t.done)
-	return t
-}
-
-// createInBackground runs ensure after start is closed (nil: at once) and records its outcome,
-// in a goroutine of bg. If the engine closes first, ensure does not run and the outcome is
-// errEngineClosed.
-func createInBackground(bg *background, start <-chan struct{}, ensure func() (int32, error)) *pendingTopic {
-	t := &pendingTopic{done: make(chan struct{})}
-	if !bg.goDo(func() {
-		defer close(t.done)
-		if start != nil {
-			select {
-			case <-start:
-			case <-bg.ctx.Done():
-				t.err = errEngineClosed
-				return
-			}
-		}
-		t.parts, t.err = ensure()
-	}) {
-		t.err = errEngineClosed
-		close(t.done)
-	}
-	return t
-}
-
-// rideOut runs ensure (the creation of an internal topic behind a copy) again under
-// createTopicBackoff while it fails with an error a restarting or unreachable cluster gives
-// (cluster.Retriable), and returns its last outcome. A copy that took the first such answer for
-// the topic's fate copied on and could store no position of what the target acknowledged.
-func rideOut(ctx context.Context, log *slog.Logger, topic string, ensure func(context.Context) (int32, error)) (int32, error) {
-	r := createTopicBackoff.start()
-	for {
-		n, err := ensure(ctx)
-		if err == nil || ctx.Err() != nil || !cluster.Retriable(err) {
-			return n, err
-		}
-		d, ok := r.next()
-		if !ok {
-			return n, err
-		}
-		log.Warn("internal topic not created yet: the cluster answered with a retriable error; trying again", "topic", topic, "attempt", r.attempts(), "err", err)
-		if !sleep(ctx, d) {
-			return n, err
-		}
-	}
-}
-
-// ready returns the partition count if the topic is ready now.
-func (t *pendingTopic) ready() (int32, bool) {
-	select {
-	case <-t.done:
-		return t.parts, t.err == nil
-	default:
-		return 0, false
-	}
-}
-
-// failed returns the error of a creation that has ended in failure, nil otherwise.
-func (t *pendingTopic) failed() error {
-	select {
-	case <-t.done:
-		return t.err
-	default:
-		return nil
-	}
-}
-
-// wait waits until the topic is ready and returns its partition count.
-func (t *pendingTopic) wait(ctx context.Context) (int32, error) {
-	select {
-	case <-t.done:
-		return t.parts, t.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
 // finishSummary builds a Summary from per-partition results.
 func (br *burstRunner) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
 	d := time.Since(start)
@@ -576,14 +353,4 @@ func (br *burstRunner) finishSummary(start time.Time, parts []partResult, reason
 		s.Reason = ReasonFailed
 	}
 	return s
-}
-
-// partResult is the outcome for one partition.
-type partResult struct {
-	tp             TP
-	remote         string
-	records, bytes int64
-	lag            int64
-	next           int64 // next source offset to copy as stored; -1 unknown
-	gaveUp         string
 }

@@ -86,3 +86,8 @@ func (o Options) refreshPositions() bool {
 	p := o.TargetProfile
 	return p.EventHubs && !p.CompactInternalTopics && !o.ExactlyOnce
 }
+
+// eosTransactionTimeout is the transaction timeout of an exactly-once copy's producers; it also
+// bounds how long the stored positions are awaited behind open transactions (stableBackoff)
+// and how long fencing initializes a transactional id.
+const eosTransactionTimeout = time.Minute

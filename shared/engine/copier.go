@@ -227,3 +227,52 @@ func (c *copier) acked(st *partLedger, r *kgo.Record, err error) {
 	c.syncs.recordAt(st.ctx, st.sync, up, r.Offset)
 	r.Recycle()
 }
+
+// mayGoOn reports whether a copy that ended with reason may copy more: it was done, not stopped,
+// nothing failed and no budget is spent.
+func (c *copier) mayGoOn(ctx context.Context, reason string) bool {
+	if reason != ReasonDone || ctx.Err() != nil || c.error() != nil {
+		return false
+	}
+	if c.bo.MaxDuration > 0 && time.Since(c.loopStart) >= c.bo.MaxDuration {
+		return false
+	}
+	return c.bo.MaxRecords <= 0 || c.produced < c.bo.MaxRecords
+}
+
+// finishWait is how long finish waits. A copy asked to stop (a signal, its MaxDuration, a
+// record budget) or one on the shared producers (which settle later) waits the grace period;
+// a burst that reached its end waits out a cluster that stopped answering, until its
+// MaxDuration if it has one, else finishWaitMax, so a broker restart or hang of some seconds
+// right at the end neither fails the burst nor costs the positions of what it copied.
+func (c *copier) finishWait() time.Duration {
+	if c.reuse || c.stopRequested.Load() {
+		return c.bo.Grace
+	}
+	if c.bo.MaxDuration > 0 {
+		return max(c.bo.Grace, time.Until(c.started.Add(c.bo.MaxDuration)))
+	}
+	return max(c.bo.Grace, finishWaitMax)
+}
+
+// bound is the in-flight bound now: startInflightBytes until the first acknowledgement of a
+// narrow burst on its own producer (exactly-once: of a record inside its transaction, txnAcked;
+// firstAckNS waits for the first commit), then (and for every other copy) the budget, at most
+// throttledInflightBytes while the target throttles the copy's own producer.
+func (c *copier) bound() int64 {
+	if !c.reuse && !c.wide && c.firstAckNS.Load() == 0 && !c.txnAcked.Load() {
+		return min(c.budget, startInflightBytes)
+	}
+	if c.throttle.throttled() {
+		return min(c.budget, throttledInflightBytes)
+	}
+	return c.budget
+}
+
+// shareEngineBudget makes c a copy on the engine's long-lived producers: it waits for its own
+// records instead of flushing them, and shares the engine's in-flight bound with every other
+// such call.
+func (c *copier) shareEngineBudget() {
+	c.reuse = true
+	c.budget, c.inflight = c.e.opts.sharedInflightBudget(), &c.e.reuse.inflight
+}

@@ -124,18 +124,6 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	return c.summary(start, reason)
 }
 
-// mayGoOn reports whether a copy that ended with reason may copy more: it was done, not stopped,
-// nothing failed and no budget is spent.
-func (c *copier) mayGoOn(ctx context.Context, reason string) bool {
-	if reason != ReasonDone || ctx.Err() != nil || c.error() != nil {
-		return false
-	}
-	if c.bo.MaxDuration > 0 && time.Since(c.loopStart) >= c.bo.MaxDuration {
-		return false
-	}
-	return c.bo.MaxRecords <= 0 || c.produced < c.bo.MaxRecords
-}
-
 // settleMax bounds how long a copy on the engine's shared producers keeps its partitions after
 // its end while records it produced are still unacknowledged.
 const settleMax = 10 * time.Minute
@@ -230,25 +218,6 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 		c.active++
 	}
 	return closeProducers, nil
-}
-
-// finishWaitMax bounds how long a burst that was not asked to stop waits at its end for a
-// cluster that does not answer (restarting, hung), when no MaxDuration bounds it.
-const finishWaitMax = 2 * time.Minute
-
-// finishWait is how long finish waits. A copy asked to stop (a signal, its MaxDuration, a
-// record budget) or one on the shared producers (which settle later) waits the grace period;
-// a burst that reached its end waits out a cluster that stopped answering, until its
-// MaxDuration if it has one, else finishWaitMax, so a broker restart or hang of some seconds
-// right at the end neither fails the burst nor costs the positions of what it copied.
-func (c *copier) finishWait() time.Duration {
-	if c.reuse || c.stopRequested.Load() {
-		return c.bo.Grace
-	}
-	if c.bo.MaxDuration > 0 {
-		return max(c.bo.Grace, time.Until(c.started.Add(c.bo.MaxDuration)))
-	}
-	return max(c.bo.Grace, finishWaitMax)
 }
 
 // finish waits, within finishWait, for the records in flight, then writes the offset

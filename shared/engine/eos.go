@@ -17,14 +17,14 @@ import (
 )
 
 // Exactly-once tuning: transactional producers open at once (the partitions being copied),
-// producers initialized at once, fencing requests in flight at once, partitions whose
-// transactions end at once in a commit cycle, and the transaction timeout.
+// producers initialized at once, fencing requests in flight at once, and partitions whose
+// transactions end at once in a commit cycle. The transaction timeout, eosTransactionTimeout,
+// is with the other commit bounds (commit.go): the backoffs are built on it too.
 const (
-	eosProducers          = 64
-	eosWorkers            = 16
-	eosFencing            = 32
-	eosCommitters         = 32
-	eosTransactionTimeout = time.Minute
+	eosProducers  = 64
+	eosWorkers    = 16
+	eosFencing    = 32
+	eosCommitters = 32
 )
 
 // TransactionalID returns the transactional id used for a source partition in exactly-once
@@ -1123,12 +1123,3 @@ func (k *eosCommitter) write(ctx context.Context, st *partLedger, in sinkInput) 
 
 // flush: a transaction's records are awaited by the commit that ends it.
 func (*eosCommitter) flush(context.Context) error { return nil }
-
-// unsettledCommit is the error of a copy stopped while a transaction of it was unsettled:
-// whether it committed was unknown (a new producer with the same transactional id would have
-// fenced it, completing or aborting it, and the stored position told; eosCommitter.settle).
-// The next run reads the stored position after fencing, so it starts from what did commit.
-type unsettledCommit struct{ err error }
-
-func (u *unsettledCommit) Error() string { return u.err.Error() }
-func (u *unsettledCommit) Unwrap() error { return u.err }

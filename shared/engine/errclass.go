@@ -111,3 +111,13 @@ func classify(err error) errClass {
 	}
 	return errRetriable
 }
+
+// unsettledCommit is the error of a copy stopped while a transaction of it was unsettled:
+// whether it committed was unknown (a new producer with the same transactional id would have
+// fenced it, completing or aborting it, and the stored position told; eosCommitter.settle).
+// The next run reads the stored position after fencing, so it starts from what did commit.
+type unsettledCommit struct{ err error }
+
+func (u *unsettledCommit) Error() string { return u.err.Error() }
+
+func (u *unsettledCommit) Unwrap() error { return u.err }

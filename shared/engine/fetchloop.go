@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // dialConsumer connects an at-least-once source consumer over partitions (what it consumes is
@@ -334,4 +335,25 @@ func prepareCopy(r *kgo.Record, remote string) {
 	}
 	r.Attrs = kgo.RecordAttrs{}
 	r.ProducerID, r.ProducerEpoch = 0, 0
+}
+
+// observeFetch records the age of the first record of a fetched batch and marks it as the
+// partition's replication-latency sample unless one is still in flight.
+func (c *copier) observeFetch(st *partLedger, recs []*kgo.Record) {
+	m := c.e.opts.Metrics
+	if m == nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Attrs.IsControl() || r.Offset < st.w.start || r.Offset >= st.w.end {
+			continue
+		}
+		m.RecordAge(context.Background(), st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
+		st.mu.Lock()
+		if st.sampleUp < 0 {
+			st.sampleUp = r.Offset
+		}
+		st.mu.Unlock()
+		return
+	}
 }

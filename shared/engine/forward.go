@@ -102,40 +102,6 @@ type forwarder struct {
 // in-flight budget bounds how many are in use at once.
 const spareBuffers = 16
 
-// fwdPartition is one partition being forwarded. next is the fetch side's, seq and the
-// handover reason the produce side's (read after both ended).
-type fwdPartition struct {
-	st                *partLedger
-	topicID, remoteID [16]byte
-	srcLeader         int32
-	dstLeader         int32
-	next              int64
-	seq               int32
-	handover          string
-	served            bool // the produce side saw the remote partition served
-	tries             int  // the produce side: tries of the newest batch written (batchSink)
-	// fetchMax is what a fetch asks of the partition: the forwarder's, or the largest batch
-	// seen if larger. A broker returns a batch larger than a partition's share whole only to
-	// the first partition of an answer (KIP-74); the others get the part that fits.
-	fetchMax int32
-}
-
-// remoteKey names p's remote partition.
-func (p *fwdPartition) remoteKey() servedKey {
-	return servedKey{p.st.w.remote, p.st.w.tp.Partition}
-}
-
-// fwdItem is a fetched batch on its way to the produce side: a data batch to produce, or a
-// control batch (transaction marker) that only moves the position.
-type fwdItem struct {
-	batch       recordbatch.Batch
-	base, last  int64
-	control     bool
-	joined      bool  // batch is the forwarder's memory (joinItems), reused once acknowledged
-	payloadSize int64 // what the record path counts as the records' bytes
-	held        int64 // what the item holds of the in-flight budget until it is acknowledged
-}
-
 // forwardLoop forwards the batches of every active partition that it can, and returns the
 // exit reason. Partitions it finished are done; the others have their work's start moved to
 // the first offset not copied, for the record path to copy (or the next burst, if the loop
@@ -953,3 +919,25 @@ func (f *forwarder) waitSpace(ctx context.Context, need int64) bool {
 
 // release returns size bytes to the in-flight budget.
 func (f *forwarder) release(size int64) { f.c.inflight.release(size) }
+
+// batchSink writes whole source batches through the forwarder's produce lanes, one batch in
+// flight per partition; an acknowledged batch is confirmed in the ledger (confirmBatch) and
+// its records fed to the offset-sync rules.
+type batchSink struct{ f *forwarder }
+
+// write produces in.item's batch to in.part's remote partition, riding out retriable errors
+// and those of unknown outcome (forwardBackoff), and returns its records once acknowledged.
+func (s batchSink) write(ctx context.Context, st *partLedger, in sinkInput) (int64, error) {
+	f, p, it := s.f, in.part, in.item
+	down, tries, err := f.produce(ctx, p, it.batch)
+	f.c.resent.Add(int64(tries - 1))
+	p.tries = tries
+	if err != nil {
+		return 0, err
+	}
+	f.acked(p, *it, down)
+	return int64(it.batch.Count()), nil
+}
+
+// flush: the batch sink's write returns once its batch is answered.
+func (batchSink) flush(context.Context) error { return nil }

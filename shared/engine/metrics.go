@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/shared/metrics"
 )
@@ -12,27 +9,6 @@ import (
 // Metrics hooks (Options.Metrics, a nil-safe *metrics.Recorder). They run once per fetched
 // batch and partition, per position flush, or per committed transaction; never per record,
 // except for one offset comparison in the producer's promise to find the sampled record.
-
-// observeFetch records the age of the first record of a fetched batch and marks it as the
-// partition's replication-latency sample unless one is still in flight.
-func (c *copier) observeFetch(st *partLedger, recs []*kgo.Record) {
-	m := c.e.opts.Metrics
-	if m == nil {
-		return
-	}
-	for _, r := range recs {
-		if r.Attrs.IsControl() || r.Offset < st.w.start || r.Offset >= st.w.end {
-			continue
-		}
-		m.RecordAge(context.Background(), st.w.tp.Topic, st.w.tp.Partition, time.Since(r.Timestamp))
-		st.mu.Lock()
-		if st.sampleUp < 0 {
-			st.sampleUp = r.Offset
-		}
-		st.mu.Unlock()
-		return
-	}
-}
 
 // reportCopyMetrics adds the records and bytes acknowledged (exactly-once: committed) since the
 // last report and sets the lag of every partition (a commit cycle's, either committer).

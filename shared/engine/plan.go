@@ -24,16 +24,6 @@ const (
 	ActionExists = "exists" // the remote topic exists with enough partitions
 )
 
-// Gap kinds (Gap.Kind).
-const (
-	// GapDeleted: the stored position is behind the source partition's log start: retention
-	// or DeleteRecords removed records before they were mirrored.
-	GapDeleted = "deleted"
-	// GapRecreated: the stored position is beyond the source partition's end: the topic was
-	// deleted and recreated (or the partition truncated, e.g. by an unclean leader election).
-	GapRecreated = "recreated"
-)
-
 // Plan is what a burst would do now.
 type Plan struct {
 	// Topics are the replicated source topics and their remote topics, sorted by name.
@@ -85,50 +75,6 @@ type PartitionPlan struct {
 
 // Records is the number of offsets the copy covers.
 func (p PartitionPlan) Records() int64 { return max(0, p.End-p.Start) }
-
-// Gap is a loss of source data a burst found and copied around: records that will never be
-// mirrored. MM2 skips both cases without a word.
-type Gap struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	// Kind is GapDeleted or GapRecreated.
-	Kind string `json:"kind"`
-	// Position is the stored position (last copied offset).
-	Position int64 `json:"position"`
-	// From is the first missing offset: position + 1. The missing offsets run from it up to
-	// `to` (exclusive), the log start, for a deleted gap; for a recreated one they are in the
-	// old partition, whose end is unknown (`to` is -1), and the copy restarts at the new
-	// partition's log start.
-	//
-	// Kind GapDeleted: [From, To) ends at the log start; GapRecreated: To = -1.
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-	// Records is the number of missing records, `to` - `from`; -1 when unknown (a recreated
-	// gap).
-	Records int64 `json:"records"`
-}
-
-// String describes the gap in one line.
-func (g Gap) String() string {
-	if g.Kind == GapRecreated {
-		return fmt.Sprintf("%s-%d: stored position %d is beyond the partition's end (topic recreated or truncated): the records after it in the old partition were not mirrored (count unknown)", g.Topic, g.Partition, g.Position)
-	}
-	return fmt.Sprintf("%s-%d: offsets %d-%d (%d records) were deleted on the source before they were mirrored", g.Topic, g.Partition, g.From, g.To-1, g.Records)
-}
-
-// PositionGap is the gap between a stored position and a source partition's log [logStart,
-// end), nil when the position is in the log (or there is none: pos < 0).
-func PositionGap(tp TP, pos, logStart, end int64) *Gap {
-	switch {
-	case pos < 0:
-		return nil
-	case pos+1 > end:
-		return &Gap{Topic: tp.Topic, Partition: tp.Partition, Kind: GapRecreated, Position: pos, From: pos + 1, To: -1, Records: -1}
-	case pos+1 < logStart:
-		return &Gap{Topic: tp.Topic, Partition: tp.Partition, Kind: GapDeleted, Position: pos, From: pos + 1, To: logStart, Records: logStart - pos - 1}
-	}
-	return nil
-}
 
 // dryRun is Engine.Plan: what a burst would do now, read without writing anything.
 func (pn *topicPlanner) dryRun(ctx context.Context) (*Plan, error) {
@@ -531,4 +477,48 @@ func (pn *topicPlanner) awaitServing(ctx context.Context, news []cluster.NewTopi
 	start := time.Now()
 	err := cluster.WaitForServing(wctx, pn.tgt, names...)
 	pn.log.Debug("new remote topics served", "topics", len(names), "partitions", parts, "elapsed", time.Since(start).String(), "err", err)
+}
+
+// work is one partition to copy in a burst.
+type work struct {
+	tp     TP
+	remote string
+	start  int64 // first offset to copy
+	end    int64 // copy offsets < end
+	// initPos, if >= 0, is a position to store even if nothing is copied (auto.offset.reset
+	// latest on a partition without position).
+	initPos int64
+	// What planning saw (see PartitionPlan): the stored position (-1: none), the log start,
+	// and the gap between them, if any.
+	position, logStart int64
+	gap                *Gap
+}
+
+// prepare is Engine.PrepareTargets.
+func (pn *topicPlanner) prepare(ctx context.Context, topics []Topic) error {
+	if err := pn.checkBudgets(ctx, topics); err != nil {
+		return err
+	}
+	return pn.prepareServed(ctx, topics)
+}
+
+// prepareServed is prepareTargets followed by a brief wait for the new partitions to be
+// served (awaitServing).
+func (pn *topicPlanner) prepareServed(ctx context.Context, topics []Topic) error {
+	news, err := pn.prepareTargets(ctx, topics)
+	if err == nil {
+		pn.awaitServing(ctx, news)
+	}
+	return err
+}
+
+// prepareTargets is Engine.PrepareTargets after the budget check: the remote topic part of the plan,
+// computed then executed. It returns the topics it created, whose partitions the target may
+// not serve yet (awaitServing).
+func (pn *topicPlanner) prepareTargets(ctx context.Context, topics []Topic) ([]cluster.NewTopic, error) {
+	plans, _, err := pn.planTargets(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	return pn.applyTargets(ctx, plans)
 }

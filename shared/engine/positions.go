@@ -20,17 +20,6 @@ const (
 	windowGrowth = 4
 )
 
-// ensure creates the offsets topic like a Connect worker would (compacted,
-// OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
-func (ps *positionStore) ensure(ctx context.Context) (int32, bool, error) {
-	n, created, err := cluster.EnsureTopic(ctx, ps.tgt, ps.topic, ps.partitions, ps.replication, ps.configs)
-	if err != nil {
-		return 0, false, fmt.Errorf("preparing offsets topic on target (offset.storage.partitions=%d, offset.storage.replication.factor=%d): %w",
-			ps.partitions, ps.replication, err)
-	}
-	return n, created, nil
-}
-
 // record returns the Connect offsets record storing last as the position of tp.
 func (ps *positionStore) record(tp TP, last int64, offsetsPartitions int32) *kgo.Record {
 	p := mm2.SourcePosition(ps.sourceAlias, tp.Topic, tp.Partition, last, offsetsPartitions)

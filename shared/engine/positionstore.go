@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/shared/cluster"
 )
 
 // positionStore is the position store: the Connect offsets topic on the target (created like a
@@ -88,4 +91,20 @@ func (ps *positionStore) creatingTopic() *pendingTopic {
 		return nil
 	}
 	return p
+}
+
+// reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
+// and offset-syncs topics exist, a remote topic has the source's partitions and configs) before
+// checking again.
+const reuseTTL = 30 * time.Second
+
+// ensure creates the offsets topic like a Connect worker would (compacted,
+// OffsetStoragePartitions, OffsetStorageReplicationFactor) and returns its partition count.
+func (ps *positionStore) ensure(ctx context.Context) (int32, bool, error) {
+	n, created, err := cluster.EnsureTopic(ctx, ps.tgt, ps.topic, ps.partitions, ps.replication, ps.configs)
+	if err != nil {
+		return 0, false, fmt.Errorf("preparing offsets topic on target (offset.storage.partitions=%d, offset.storage.replication.factor=%d): %w",
+			ps.partitions, ps.replication, err)
+	}
+	return n, created, nil
 }

@@ -15,11 +15,6 @@ import (
 	"github.com/mm2go/mm2go/shared/offsetsync"
 )
 
-// reuseTTL is how long CopyPartition trusts what it checked on an earlier call (the offsets
-// and offset-syncs topics exist, a remote topic has the source's partitions and configs) before
-// checking again.
-const reuseTTL = 30 * time.Second
-
 // reused is what CopyPartition keeps between calls, so event-driven callers (fetch mode, one
 // call per partition and event) do not connect and check everything per call: the target
 // producers for records and positions, the offset-syncs producer, and recent checks. Bursts

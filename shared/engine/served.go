@@ -14,12 +14,6 @@ import (
 // rules); a retry waits at most the longest backoff between retries (forwardBackoff).
 const servedWait = 10 * time.Second
 
-// servedKey names a remote partition.
-type servedKey struct {
-	topic     string
-	partition int32
-}
-
 // servedWatch tells when the leader of a remote partition serves it: the leader in the
 // target's metadata answers a ListOffsets request for it. A KRaft broker names a new
 // partition's leader some milliseconds before it accepts writes to it, and a batch sent in

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/mm2go/mm2go/shared/cluster"
 	"github.com/mm2go/mm2go/shared/policy"
 )
 
@@ -89,35 +88,6 @@ func (pn *topicPlanner) discover(ctx context.Context) ([]Topic, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Source < out[j].Source })
 	return out, nil
-}
-
-// prepare is Engine.PrepareTargets.
-func (pn *topicPlanner) prepare(ctx context.Context, topics []Topic) error {
-	if err := pn.checkBudgets(ctx, topics); err != nil {
-		return err
-	}
-	return pn.prepareServed(ctx, topics)
-}
-
-// prepareServed is prepareTargets followed by a brief wait for the new partitions to be
-// served (awaitServing).
-func (pn *topicPlanner) prepareServed(ctx context.Context, topics []Topic) error {
-	news, err := pn.prepareTargets(ctx, topics)
-	if err == nil {
-		pn.awaitServing(ctx, news)
-	}
-	return err
-}
-
-// prepareTargets is Engine.PrepareTargets after the budget check: the remote topic part of the plan,
-// computed then executed. It returns the topics it created, whose partitions the target may
-// not serve yet (awaitServing).
-func (pn *topicPlanner) prepareTargets(ctx context.Context, topics []Topic) ([]cluster.NewTopic, error) {
-	plans, _, err := pn.planTargets(ctx, topics)
-	if err != nil {
-		return nil, err
-	}
-	return pn.applyTargets(ctx, plans)
 }
 
 // topicConfig is one entry of a DescribeConfigs answer.
