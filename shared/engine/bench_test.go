@@ -34,9 +34,9 @@ func BenchmarkRecordPath(b *testing.B) {
 			}
 			defer cl.Close()
 			e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
-			syncs := newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil)
+			syncs := newEmitter(&e.core, cl, "mm2-offset-syncs.t.internal", false, nil, nil)
 			w := &work{tp: TP{"topic", 3}, remote: "src.topic", end: 1 << 62, initPos: -2}
-			c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), syncs)
+			c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(25), syncs)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			c.writeCtx = ctx
@@ -82,7 +82,7 @@ func BenchmarkRecordPath(b *testing.B) {
 func TestInflightFIFOReleased(t *testing.T) {
 	e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 	w := &work{tp: TP{"topic", 0}, remote: "src.topic", end: 1 << 62, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
+	c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
 	c.writeCtx = context.Background()
 	st := c.states[0]
 	st.ctx = c.writeCtx
@@ -138,7 +138,7 @@ func BenchmarkForwardPath(b *testing.B) {
 	defer cl.Close()
 	e := bareEngine(Options{MaxBufferedBytes: 1 << 30, OffsetLagMax: 100})
 	w := &work{tp: TP{"bench", 0}, remote: "src.bench", end: 1 << 62, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), newEmitter(e, cl, "mm2-offset-syncs.t.internal", false, nil, nil))
+	c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(25), newEmitter(&e.core, cl, "mm2-offset-syncs.t.internal", false, nil, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.writeCtx, c.states[0].ctx = ctx, ctx

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -18,21 +17,12 @@ import (
 // the exactly-once or at-least-once copy, the lag group commit and the summary. Bursts and
 // serve's shared copies both run through runWith.
 //
-// Ownership: it has no lock and no state of its own; every field is set by Engine.wire and
-// read-only afterwards. pipe is the engine itself, used only for the write pipeline's
-// constructors (newCopier, eosCopier, newSyncEmitter, forwarding, dialConsumer,
-// dataProducerOpts), which take the engine.
+// Ownership: it has no lock and no state of its own; Engine.wire sets its core, which the write
+// pipeline's constructors (newCopier, eosCopier, newSyncEmitter, forwarding, dialConsumer,
+// dataProducerOpts) take, and which is read-only afterwards. reuse (serve's long-lived
+// producers and checks) is used only by runs with reuse.
 type burstRunner struct {
-	opts      Options
-	log       *slog.Logger
-	dial      DialFunc
-	tgt       *kgo.Client
-	srcAdm    *kadm.Client
-	planner   *topicPlanner
-	positions *positionStore
-	reuse     *reused // serve's long-lived producers and checks, for runs with reuse
-	pipe      *Engine
-	bg        *background
+	*core
 }
 
 // burst is Engine.Burst.
@@ -58,12 +48,6 @@ func (br *burstRunner) burst(ctx context.Context, bo BurstOptions) (Summary, err
 	return s, err
 }
 
-func (br *burstRunner) failed(start time.Time, err error) (Summary, error) {
-	d := time.Since(start)
-	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
-		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: br.opts.ExactlyOnce}, err
-}
-
 // runWith plans and copies the given partitions. limit optionally lowers the end offset of
 // some. prepare, if not nil, readies the remote topics while the internal topics are checked
 // and returns those it created. The partitions of new topics may not be served yet: a burst
@@ -87,7 +71,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 			bo.settled()
 		}
 	}()
-	ensureOffsets, newSyncs := br.positions.ensure, br.pipe.newSyncEmitter
+	ensureOffsets, newSyncs := br.positions.ensure, br.newSyncEmitter
 	if reuse {
 		ensureOffsets, newSyncs = br.positions.reusedTopic, br.reuse.syncEmitter
 	}
@@ -102,7 +86,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 	)
 	prepared := make(chan struct{})
 	readyMS := int64(-1)
-	forward := br.pipe.forwarding(bo, reuse, len(tps))
+	forward := br.forwarding(bo, reuse, len(tps))
 	wg.Go(func() { syncs, syncsErr = newSyncs(ctx, deferrable) })
 	wg.Go(func() {
 		defer close(prepared)
@@ -177,7 +161,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 	if br.opts.ExactlyOnce {
 		// The same copier and loop, writing through transactions (eosCopier fences, then plans).
 		var err error
-		if c, err = br.pipe.eosCopier(ctx, bo, tps, remote, limit, offsets, syncs); err != nil {
+		if c, err = br.eosCopier(ctx, bo, tps, remote, limit, offsets, syncs); err != nil {
 			return br.failed(start, err)
 		}
 	} else {
@@ -188,7 +172,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 			return br.failed(start, err)
 		}
 		br.log.Debug("positions read", "partitions", len(works), "elapsed", time.Since(start).String())
-		c = newCopier(br.pipe, bo, works, offsets, syncs)
+		c = newCopier(br.core, bo, works, offsets, syncs)
 		if early.cons != nil {
 			c.pool, c.early = early.pool, early.cons
 		}
@@ -276,7 +260,7 @@ func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[strin
 		return
 	}
 	pool := &fetchPool{}
-	cons, err := br.pipe.dialConsumer(ctx, pool, len(es.works), kgo.ConsumePartitions(offs))
+	cons, err := br.dialConsumer(ctx, pool, len(es.works), kgo.ConsumePartitions(offs))
 	if err != nil {
 		return // the copier connects again and reports the failure
 	}
@@ -295,7 +279,7 @@ func (br *burstRunner) planEarly(ctx context.Context, tps []TP, remote map[strin
 // watch is the client's throttle hook (copier.throttle).
 func (br *burstRunner) warmProducer(ctx context.Context) (*kgo.Client, *throttleWatch) {
 	throttle := newThrottleWatch(throttleMemory)
-	prod, err := br.dial(ctx, Target, append(br.pipe.dataProducerOpts(), kgo.WithHooks(throttle))...)
+	prod, err := br.dial(ctx, Target, append(br.dataProducerOpts(), kgo.WithHooks(throttle))...)
 	if err != nil {
 		return nil, nil
 	}
@@ -322,35 +306,4 @@ func (es *earlyStart) close() {
 		es.prod.Close()
 		es.prod = nil
 	}
-}
-
-// finishSummary builds a Summary from per-partition results.
-func (br *burstRunner) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
-	d := time.Since(start)
-	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
-		Reason: reason, ExactlyOnce: br.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: br.planner.takeGaps(parts)}
-	for _, p := range parts {
-		ts := s.Topics[p.tp.Topic]
-		if ts == nil {
-			ts = &TopicSummary{Remote: p.remote}
-			s.Topics[p.tp.Topic] = ts
-		}
-		if p.gaveUp != "" {
-			if s.GivenUp == nil {
-				s.GivenUp = map[string]string{}
-			}
-			s.GivenUp[p.tp.String()] = p.gaveUp
-		}
-		ts.Records += p.records
-		ts.Bytes += p.bytes
-		ts.Lag += p.lag
-		s.Records += p.records
-		s.Bytes += p.bytes
-		s.Lag += p.lag
-	}
-	if err != nil {
-		s.Error = err.Error()
-		s.Reason = ReasonFailed
-	}
-	return s
 }

@@ -30,7 +30,7 @@ import (
 // requests are the channels (kick, reqs), syncsDue and pending are atomic, and the ledgers'
 // own locks guard their snapshots (the ledger list is read under copier.mu).
 type committer struct {
-	e       *Engine
+	e       *core
 	offsets *pendingTopic
 	syncs   *syncEmitter
 	// prod writes positions (its own client, or with reuse the engine's shared one, which this
@@ -81,7 +81,7 @@ type commitDriver interface {
 var errCommitterStopped = errors.New("the copy's committer has stopped")
 
 // newCommitter returns a copy's committer; start runs it.
-func newCommitter(e *Engine, offsets *pendingTopic, syncs *syncEmitter, fail func(error), ledgers func() []*partLedger) *committer {
+func newCommitter(e *core, offsets *pendingTopic, syncs *syncEmitter, fail func(error), ledgers func() []*partLedger) *committer {
 	return &committer{e: e, offsets: offsets, syncs: syncs, fail: fail, ledgers: ledgers,
 		kick: make(chan struct{}, 1), reqs: make(chan commitRequest), stopped: make(chan struct{})}
 }

@@ -38,7 +38,7 @@ func TestFakeCommitterCancelWritesAgain(t *testing.T) {
 		errs []error
 	)
 	st := &partLedger{w: &work{tp: TP{"orders", 0}, initPos: -1}, lastAcked: 41, lastSeen: 41, written: -1}
-	k := newCommitter(e, readyTopic(parts), disabledEmitter(),
+	k := newCommitter(&e.core, readyTopic(parts), disabledEmitter(),
 		func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
 		func() []*partLedger { return []*partLedger{st} })
 	k.prod = prod
@@ -220,7 +220,7 @@ func TestFakeCommitterSettlesAfterItsCopy(t *testing.T) {
 	defer syncs.close()
 	settled := make(chan bool, 1) // whether the committer had stopped when the partitions were freed
 	var c *copier
-	c = newCopier(e, BurstOptions{Grace: time.Millisecond, settled: func() {
+	c = newCopier(&e.core, BurstOptions{Grace: time.Millisecond, settled: func() {
 		select {
 		case <-c.alo.stopped:
 			settled <- true

@@ -462,7 +462,7 @@ func TestThrottledSyncsWaitForARound(t *testing.T) {
 	buffered := &bufferedMax{}
 	cl := f.client(Source, kgo.WithHooks(buffered), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	e := bareEngine(Options{OffsetLagMax: 10})
-	s := newEmitter(e, cl, "mm2-offset-syncs.tgt.internal", false, nil, nil)
+	s := newEmitter(&e.core, cl, "mm2-offset-syncs.tgt.internal", false, nil, nil)
 	ctx := context.Background()
 	parts := make([]*syncPartition, 4)
 	for i := range parts {

@@ -35,7 +35,7 @@ import (
 //     the committer's pending, records, bytes, txnBytes, txnAcked, firstAckNS, and the shared
 //     *inflight byte count.
 type copier struct {
-	e       *Engine
+	e       *core
 	bo      BurstOptions
 	offsets *pendingTopic
 	syncs   *syncEmitter
@@ -126,7 +126,7 @@ type copier struct {
 	policy commitPolicy
 }
 
-func newCopier(e *Engine, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
+func newCopier(e *core, bo BurstOptions, works []*work, offsets *pendingTopic, syncs *syncEmitter) *copier {
 	c := &copier{e: e, bo: bo, byTP: map[TP]*partLedger{}, offsets: offsets, syncs: syncs,
 		budget: e.opts.inflightBudget(len(works)), wide: len(works) > narrowPartitions, inflight: &inflightBytes{},
 		pool: &fetchPool{}, policy: newCommitPolicy(), failed: make(chan struct{})}

@@ -37,12 +37,12 @@ func (c *copier) run(ctx context.Context, start time.Time) (Summary, error) {
 	c.started = start
 	if c.bo.Group != "" {
 		if err := c.snapshotEnds(ctx); err != nil {
-			return e.runner.failed(start, err)
+			return e.failed(start, err)
 		}
 	}
 	closeProducers, err := c.open(ctx, writeCtx)
 	if err != nil {
-		return e.runner.failed(start, err)
+		return e.failed(start, err)
 	}
 	defer closeProducers()
 	// Positions chosen by auto.offset.reset=latest are stored at once (exactly-once: before the

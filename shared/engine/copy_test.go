@@ -226,11 +226,11 @@ func TestInflightBudget(t *testing.T) {
 	for p := range int32(narrowPartitions + 1) {
 		works = append(works, &work{tp: TP{"t", p}, end: 1})
 	}
-	wide := newCopier(auto, BurstOptions{}, works, readyTopic(1), disabledEmitter())
+	wide := newCopier(&auto.core, BurstOptions{}, works, readyTopic(1), disabledEmitter())
 	if got, want := wide.bound(), auto.opts.inflightBudget(len(works)); got != want {
 		t.Errorf("bound of a %d-partition burst before its first acknowledgement %d, want its budget %d", len(works), got, want)
 	}
-	if narrow := newCopier(auto, BurstOptions{}, works[:narrowPartitions], readyTopic(1), disabledEmitter()); narrow.bound() != 256<<10 {
+	if narrow := newCopier(&auto.core, BurstOptions{}, works[:narrowPartitions], readyTopic(1), disabledEmitter()); narrow.bound() != 256<<10 {
 		t.Errorf("bound of a %d-partition burst before its first acknowledgement %d, want 256 KiB", narrowPartitions, narrow.bound())
 	}
 }

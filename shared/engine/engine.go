@@ -15,22 +15,14 @@ import (
 // Engine replicates one flow. It is safe for one Burst or CopyPartition at a time per
 // partition; concurrent calls on distinct partitions are allowed.
 type Engine struct {
-	opts Options
-	dial DialFunc
-	log  *slog.Logger
+	// core is what the copies share with the engine: its options, clients, logger, background
+	// and the parts below the copy (planner, position store, serve's reuse).
+	core
 
-	src, tgt       *kgo.Client // metadata/admin clients
-	srcAdm, tgtAdm *kadm.Client
-
-	// The parts, each owning its state and lock (docs/design.md, "the engine's parts"), wired
-	// by wire.
-	planner   *topicPlanner  // topics: selection, plan, creation, configs, ACLs, gaps
-	positions *positionStore // the offsets topic and what this process made durable
-	reuse     reused         // serve's long-lived producers, recent checks and warm-up
-	runs      copyRuns       // the serve coordinator: CopyPartition calls, copied together
-	runner    *burstRunner   // a copy from its start to its summary (bursts and shared copies)
-
-	bg *background // the goroutines the engine starts beyond a call; Close waits for them
+	// The parts on top, each owning its state and lock (docs/design.md, "the engine's parts"),
+	// wired by wire.
+	runs   copyRuns     // the serve coordinator: CopyPartition calls, copied together
+	runner *burstRunner // a copy from its start to its summary (bursts and shared copies)
 }
 
 // New returns an Engine for the flow described by opts, dialling clusters with dial. It
@@ -62,10 +54,10 @@ func New(ctx context.Context, opts Options, dial DialFunc, logger *slog.Logger) 
 		tgt.Close()
 		return nil, err
 	}
-	e := &Engine{
+	e := &Engine{core: core{
 		opts: opts, dial: dial, log: logger,
 		src: src, tgt: tgt, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt),
-	}
+	}}
 	e.wire()
 	e.planner.logProfiles()
 	return e, nil
@@ -81,13 +73,12 @@ func (e *Engine) wire() {
 	e.planner.creates.bg = e.bg
 	e.positions = newPositionStore(e.opts, e.tgt, e.tgtAdm, e.dial, e.planner.internalTopicConfigs(Target), e.log)
 	e.planner.positions = e.positions
-	e.runner = &burstRunner{opts: e.opts, log: e.log, dial: e.dial, tgt: e.tgt, srcAdm: e.srcAdm,
-		planner: e.planner, positions: e.positions, reuse: &e.reuse, pipe: e, bg: e.bg}
+	e.runner = &burstRunner{core: &e.core}
 	e.reuse.dial, e.reuse.log, e.reuse.tgt, e.reuse.opts = e.dial, e.log, e.tgt, e.opts
 	e.reuse.positions, e.reuse.planner, e.reuse.bg = e.positions, e.planner, e.bg
 	e.reuse.dataOpts, e.reuse.ensureSyncs = e.dataProducerOpts, e.ensureSyncsTopic
 	e.reuse.emitter = func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter {
-		return newEmitter(e, cl, topic, shared, w, gate)
+		return newEmitter(&e.core, cl, topic, shared, w, gate)
 	}
 	e.runs.opts, e.runs.log, e.runs.srcAdm = e.opts, e.log, e.srcAdm
 	e.runs.positions, e.runs.planner, e.runs.reuse, e.runs.runner = e.positions, e.planner, &e.reuse, e.runner
@@ -191,38 +182,12 @@ func (e *Engine) WarmInBackground(ctx context.Context, done func(error)) {
 	e.reuse.warmInBackground(ctx, done)
 }
 
+// TransactionalID returns the transactional id used for a source partition in exactly-once
+// mode. Any instance copying the same partition of the same flow uses the same id, so the
+// newest one fences the older.
+func (e *Engine) TransactionalID(tp TP) string { return e.transactionalID(tp) }
+
 // NoPositionsYet reports whether no position can be stored anywhere yet: a first start's
 // warm-up (WarmInBackground) found no offsets topic and is still creating it. Callers can then
 // skip reading positions.
 func (e *Engine) NoPositionsYet() bool { return e.positions.creatingTopic() != nil }
-
-// producerOpts returns opts plus the ProducerLinger override, if any.
-func (e *Engine) producerOpts(opts ...kgo.Opt) []kgo.Opt {
-	if e.opts.ProducerLinger > 0 {
-		opts = append(opts, kgo.ProducerLinger(e.opts.ProducerLinger))
-	}
-	return opts
-}
-
-// isolation is the source isolation level of a copy: read_committed under exactly-once or
-// Options.ReadCommitted.
-func (e *Engine) isolation() kgo.Opt {
-	if e.opts.ReadCommitted || e.opts.ExactlyOnce {
-		return kgo.FetchIsolationLevel(kgo.ReadCommitted())
-	}
-	return kgo.FetchIsolationLevel(kgo.ReadUncommitted())
-}
-
-// dataProducerOpts are the options of the at-least-once producer of copied records. None of
-// them is one a user's setting names, so the dial function's options are never overridden.
-// There is no delivery timeout: franz-go counts it from the record's timestamp, which a copy
-// keeps from its source record (producer.delivery.timeout.ms is therefore not applied: its
-// verdict in shared/config).
-func (e *Engine) dataProducerOpts() []kgo.Opt {
-	return e.producerOpts(
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedBytes(e.opts.producerBufferedBytes()),
-		kgo.MaxBufferedRecords(maxBufferedRecords),
-	)
-}

@@ -27,10 +27,9 @@ const (
 	eosCommitters = 32
 )
 
-// TransactionalID returns the transactional id used for a source partition in exactly-once
-// mode. Any instance copying the same partition of the same flow uses the same id, so the
-// newest one fences the older.
-func (e *Engine) TransactionalID(tp TP) string {
+// transactionalID is Engine.TransactionalID: the transactional id of a source partition's
+// exactly-once producers, the same in every instance copying the partition for the flow.
+func (e *core) transactionalID(tp TP) string {
 	return fmt.Sprintf("%s-%s-%s-%s-%d", e.opts.TransactionalIDPrefix, e.opts.SourceAlias, e.opts.TargetAlias, tp.Topic, tp.Partition)
 }
 
@@ -60,7 +59,7 @@ func (m producerMark) follows(n producerMark) bool {
 // partition's transactional id is fenced first (fence: one InitProducerId request each, on
 // the engine's target client), which aborts the open transaction of any earlier copier of it
 // and makes it unable to commit; only then are positions read and the copy planned.
-func (e *Engine) eosCopier(ctx context.Context, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, offsets *pendingTopic, syncs *syncEmitter) (*copier, error) {
+func (e *core) eosCopier(ctx context.Context, bo BurstOptions, tps []TP, remote map[string]string, limit map[TP]int64, offsets *pendingTopic, syncs *syncEmitter) (*copier, error) {
 	start := time.Now()
 	marks, err := e.fence(ctx, tps)
 	if err != nil {
@@ -89,7 +88,7 @@ func (e *Engine) eosCopier(ctx context.Context, bo BurstOptions, tps []TP, remot
 // in between (its epoch is then above 0). A new flow's first exactly-once copy of 1,000
 // partitions so saves 1,000 InitProducerId round trips, each a write to the transaction log
 // (21.8 s of a 62 s copy on the bench's loaded broker).
-func (e *Engine) fence(ctx context.Context, tps []TP) (map[TP]producerMark, error) {
+func (e *core) fence(ctx context.Context, tps []TP) (map[TP]producerMark, error) {
 	sem := make(chan struct{}, eosFencing)
 	var (
 		mu    sync.Mutex
@@ -99,14 +98,14 @@ func (e *Engine) fence(ctx context.Context, tps []TP) (map[TP]producerMark, erro
 	)
 	unknown := e.unknownTransactionalIDs(ctx, tps)
 	for _, tp := range tps {
-		if unknown[e.TransactionalID(tp)] {
+		if unknown[e.transactionalID(tp)] {
 			marks[tp] = neverInitialized
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			m, err := e.initProducerID(ctx, e.TransactionalID(tp))
+			m, err := e.initProducerID(ctx, e.transactionalID(tp))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -123,10 +122,10 @@ func (e *Engine) fence(ctx context.Context, tps []TP) (map[TP]producerMark, erro
 // unknownTransactionalIDs returns the transactional ids of tps that the coordinator answers
 // TRANSACTIONAL_ID_NOT_FOUND for. An id it could not be asked about is not in the set (it is
 // fenced as any other).
-func (e *Engine) unknownTransactionalIDs(ctx context.Context, tps []TP) map[string]bool {
+func (e *core) unknownTransactionalIDs(ctx context.Context, tps []TP) map[string]bool {
 	ids := make([]string, len(tps))
 	for i, tp := range tps {
-		ids[i] = e.TransactionalID(tp)
+		ids[i] = e.transactionalID(tp)
 	}
 	ds, err := e.tgtAdm.DescribeTransactions(ctx, ids...)
 	if err != nil && len(ds) == 0 {
@@ -147,7 +146,7 @@ func (e *Engine) unknownTransactionalIDs(ctx context.Context, tps []TP) map[stri
 // coordinator's retriable answers (CONCURRENT_TRANSACTIONS while it aborts the transaction it
 // found open, a coordinator loading or moving) under clientBackoff for up to the transaction
 // timeout.
-func (e *Engine) initProducerID(ctx context.Context, id string) (producerMark, error) {
+func (e *core) initProducerID(ctx context.Context, id string) (producerMark, error) {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = &id
 	req.TransactionTimeoutMillis = int32(eosTransactionTimeout.Milliseconds())
@@ -187,7 +186,7 @@ func (e *Engine) initProducerID(ctx context.Context, id string) (producerMark, e
 // Fencing and ownership. Each partition has its own transactional id (TransactionalID),
 // stable across instances, so whichever instance initialized a producer of it last is the only
 // one that can commit the partition's records and its position. Before planning, the copy
-// fences every partition's id (Engine.fence) and notes where each was left (producerMark);
+// fences every partition's id (core.fence) and notes where each was left (producerMark);
 // positions read after that cannot move under an instance fenced before. A partition's own
 // producer is initialized later (admit, or a position stored alone at the start): if its
 // producer id and epoch follow the mark, nobody initialized one in between, and the position
@@ -209,7 +208,7 @@ func (e *Engine) initProducerID(ctx context.Context, id string) (producerMark, e
 // txnPart's produce error is set by its producer's promises (errMu).
 type eosCommitter struct {
 	c      *copier
-	e      *Engine
+	e      *core
 	runCtx context.Context // the run's context: a stop request ends the retries of a commit
 
 	writeCtx context.Context // the copy's writes (start)
@@ -293,7 +292,7 @@ func (p *txnPart) reset() {
 func (k *eosCommitter) producer(ctx context.Context, tp TP) (*kgo.Client, producerMark, error) {
 	e := k.e
 	prod, err := e.dial(ctx, Target, e.producerOpts(
-		kgo.TransactionalID(e.TransactionalID(tp)),
+		kgo.TransactionalID(e.transactionalID(tp)),
 		kgo.TransactionTimeout(eosTransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedBytes(e.opts.producerBufferedBytes()),
@@ -305,7 +304,7 @@ func (k *eosCommitter) producer(ctx context.Context, tp TP) (*kgo.Client, produc
 	id, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		prod.Close()
-		return nil, producerMark{}, fmt.Errorf("initializing transactional producer %q: %w", e.TransactionalID(tp), err)
+		return nil, producerMark{}, fmt.Errorf("initializing transactional producer %q: %w", e.transactionalID(tp), err)
 	}
 	return prod, producerMark{id, epoch}, nil
 }
@@ -818,7 +817,7 @@ func (k *eosCommitter) fenced(p *txnPart, err error) {
 // producer's empty or open transaction): an epoch or state error is only a takeover then.
 // A coordinator that cannot be asked is no proof: the commit is settled.
 func (k *eosCommitter) takenOver(ctx context.Context, p *txnPart) bool {
-	id := k.e.TransactionalID(p.st.w.tp)
+	id := k.e.transactionalID(p.st.w.tp)
 	ds, err := k.e.tgtAdm.DescribeTransactions(ctx, id)
 	if err != nil {
 		return false

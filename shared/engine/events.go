@@ -140,7 +140,7 @@ func (e *Engine) WriteRecordAt(ctx context.Context, topic string, partition int3
 	syncs.promote = e.reuse.promoteOften
 	w := &work{tp: tp, remote: remote, start: rec.Offset, end: rec.Offset + 1, initPos: -2}
 	held = false
-	c := newCopier(e, BurstOptions{Grace: 10 * time.Second, settled: release}, []*work{w}, readyTopic(parts), syncs)
+	c := newCopier(&e.core, BurstOptions{Grace: 10 * time.Second, settled: release}, []*work{w}, readyTopic(parts), syncs)
 	c.shareEngineBudget()
 	writeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	closeProducers, err := c.open(ctx, writeCtx)

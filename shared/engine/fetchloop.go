@@ -19,7 +19,7 @@ import (
 // dialConsumer connects an at-least-once source consumer over partitions (what it consumes is
 // in extra: assigned partitions, which it starts fetching at once, or a group) with fetch
 // budgets that follow the data's compression.
-func (e *Engine) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
+func (e *core) dialConsumer(ctx context.Context, pool *fetchPool, partitions int, extra ...kgo.Opt) (*kgo.Client, error) {
 	b := e.opts.fetchBudget(partitions)
 	sizer := newFetchSizer(b, partitionFetchBudget(b))
 	if pool.ratio == nil {

@@ -59,7 +59,7 @@ const maxRequestBytes = 512 << 10
 const forwardBudgetFactor = 2
 
 // forwarding reports whether a burst over partitions forwards batches where it can.
-func (e *Engine) forwarding(bo BurstOptions, reuse bool, partitions int) bool {
+func (e *core) forwarding(bo BurstOptions, reuse bool, partitions int) bool {
 	return !e.opts.DecodeRecords && !reuse && bo.Group == "" && !e.opts.ExactlyOnce && !e.opts.ReadCommitted &&
 		bo.MaxRecords == 0 && !e.opts.TargetProfile.EventHubs && partitions > 0 && partitions <= maxForwardPartitions
 }

@@ -199,7 +199,7 @@ func sourceRecords(t *testing.T, bootstrap, topic string, opts ...kgo.Opt) []*kg
 // bareEngine is an Engine with opts as given (no defaults) and no clients, for tests of the
 // engine's logic; its parts are wired as New wires them.
 func bareEngine(opts Options) *Engine {
-	e := &Engine{opts: opts, log: slog.New(slog.DiscardHandler)}
+	e := &Engine{core: core{opts: opts, log: slog.New(slog.DiscardHandler)}}
 	e.wire()
 	return e
 }
@@ -249,7 +249,7 @@ func (f *fakeFlow) plannedCopier(e *Engine, tps ...TP) *copier {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(syncs.close)
-	c := newCopier(e, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
+	c := newCopier(&e.core, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
 	c.remote = remote
 	return c
 }

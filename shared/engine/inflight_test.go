@@ -21,7 +21,7 @@ func TestRefusedRecordFailsBeforeAnswered(t *testing.T) {
 	ctx := context.Background()
 	for i := range 2000 {
 		w := &work{tp: TP{"big", 0}, remote: "src.big", end: 1, initPos: -2}
-		c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
+		c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
 		c.reuse, c.writeCtx = true, ctx
 		st := c.states[0]
 		st.ctx = ctx

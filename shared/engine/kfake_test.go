@@ -643,7 +643,7 @@ func TestFakeAckForAnotherRecordFails(t *testing.T) {
 	}
 	defer cl.Close()
 	w := &work{tp: TP{"orders", 0}, remote: "src.orders", end: 10, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(5), newEmitter(e, cl, "syncs", false, nil, nil))
+	c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(5), newEmitter(&e.core, cl, "syncs", false, nil, nil))
 	st := c.states[0]
 	st.ctx = context.Background()
 	r0 := &kgo.Record{Offset: 0, Value: []byte("a")}

@@ -299,7 +299,7 @@ func (c *copier) rejoin(ctx context.Context, reason string) bool {
 	if err != nil {
 		e.log.Warn("burst group not described after leaving it; checking for records left as the last member out", "group", c.bo.Group, "err", err)
 	}
-	positions, err := e.ReadPositions(ctx, c.tps, c.offsets.parts)
+	positions, err := e.positions.read(ctx, c.tps, c.offsets.parts)
 	if err != nil {
 		e.log.Warn("positions not read after leaving the burst group; records left, if any, are copied by the next burst", "group", c.bo.Group, "err", err)
 		return false

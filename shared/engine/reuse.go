@@ -37,9 +37,9 @@ type reused struct {
 	opts        Options
 	positions   *positionStore
 	planner     *topicPlanner
-	dataOpts    func() []kgo.Opt                // the records' producer options (Engine.dataProducerOpts)
-	ensureSyncs func(ctx context.Context) error // Engine.ensureSyncsTopic
-	// emitter is newEmitter on the engine, for a shared producer of offset syncs.
+	dataOpts    func() []kgo.Opt                // the records' producer options (core.dataProducerOpts)
+	ensureSyncs func(ctx context.Context) error // core.ensureSyncsTopic
+	// emitter is newEmitter on the engine's core, for a shared producer of offset syncs.
 	emitter func(cl *kgo.Client, topic string, shared bool, w *offsetsync.Writer, gate *syncGate) *syncEmitter
 	bg      *background // runs the warm-up
 

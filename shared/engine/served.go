@@ -23,7 +23,7 @@ const servedWait = 10 * time.Second
 // check (cluster.ServedBy) (and a metadata request when a leader is not known or may have moved), every few
 // milliseconds while any waits.
 type servedWatch struct {
-	e       *Engine
+	e       *core
 	mu      sync.Mutex
 	entries map[servedKey]*servedEntry
 	kick    chan struct{}
@@ -37,7 +37,7 @@ type servedEntry struct {
 	leader int32
 }
 
-func newServedWatch(e *Engine) *servedWatch {
+func newServedWatch(e *core) *servedWatch {
 	return &servedWatch{e: e, entries: map[servedKey]*servedEntry{}, kick: make(chan struct{}, 1)}
 }
 

@@ -18,9 +18,9 @@ func TestRecordSinkStopsUnderBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	e := &Engine{opts: Options{MaxBufferedBytes: 100, OffsetLagMax: 100}}
+	e := &Engine{core: core{opts: Options{MaxBufferedBytes: 100, OffsetLagMax: 100}}}
 	w := &work{tp: TP{"topic", 0}, remote: "src.topic", end: 10, initPos: -2}
-	c := newCopier(e, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
+	c := newCopier(&e.core, BurstOptions{}, []*work{w}, readyTopic(25), disabledEmitter())
 	ctx, cancel := context.WithCancel(context.Background())
 	c.prod, c.writeCtx, c.wide = cl, ctx, true // wide: the bound is the budget at once
 	st := c.states[0]

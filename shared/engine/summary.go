@@ -56,7 +56,7 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		st.mu.Unlock()
 	}
 	err := c.error()
-	s := c.e.runner.finishSummary(start, parts, reason, err)
+	s := c.e.finishSummary(start, parts, reason, err)
 	s.ForwardedRecords = c.forwarded.Load()
 	s.ResentBatches = c.resent.Load()
 	s.Unconfirmed = unconfirmed
@@ -65,4 +65,42 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 		s.FirstRecordMS = time.Duration(ns - start.UnixNano()).Milliseconds()
 	}
 	return s, err
+}
+
+// failed is the Summary of a run that failed before it copied anything.
+func (e *core) failed(start time.Time, err error) (Summary, error) {
+	d := time.Since(start)
+	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
+		Reason: ReasonFailed, Error: err.Error(), ExactlyOnce: e.opts.ExactlyOnce}, err
+}
+
+// finishSummary builds a Summary from per-partition results.
+func (e *core) finishSummary(start time.Time, parts []partResult, reason string, err error) Summary {
+	d := time.Since(start)
+	s := Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
+		Reason: reason, ExactlyOnce: e.opts.ExactlyOnce, Partitions: len(parts), parts: parts, Gaps: e.planner.takeGaps(parts)}
+	for _, p := range parts {
+		ts := s.Topics[p.tp.Topic]
+		if ts == nil {
+			ts = &TopicSummary{Remote: p.remote}
+			s.Topics[p.tp.Topic] = ts
+		}
+		if p.gaveUp != "" {
+			if s.GivenUp == nil {
+				s.GivenUp = map[string]string{}
+			}
+			s.GivenUp[p.tp.String()] = p.gaveUp
+		}
+		ts.Records += p.records
+		ts.Bytes += p.bytes
+		ts.Lag += p.lag
+		s.Records += p.records
+		s.Bytes += p.bytes
+		s.Lag += p.lag
+	}
+	if err != nil {
+		s.Error = err.Error()
+		s.Reason = ReasonFailed
+	}
+	return s
 }
