@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -128,6 +130,151 @@ func TestDesignListsEngineFiles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEngineFilesFormNoLoop holds the package's layering (docs/design.md, "the engine's
+// layers"): its non-test files refer to each other without a loop, each only to files below it.
+// A file refers to another when it uses a package-level name or a method declared there (a
+// struct's fields go with its type). A loop is reported with every reference that ties it:
+// the names each of its files uses from the next.
+func TestEngineFilesFormNoLoop(t *testing.T) {
+	t.Parallel() // it only reads files
+	refs, err := fileRefs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loop := range fileLoops(refs) {
+		in := map[string]bool{}
+		for _, f := range loop {
+			in[f] = true
+		}
+		var arrows []string
+		for _, from := range loop {
+			var tos []string
+			for to := range refs[from] {
+				if in[to] {
+					tos = append(tos, to)
+				}
+			}
+			sort.Strings(tos)
+			for _, to := range tos {
+				var names []string
+				for n := range refs[from][to] {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				arrows = append(arrows, fmt.Sprintf("%s -> %s (%s)", from, to, strings.Join(names, ", ")))
+			}
+		}
+		t.Errorf("engine files in a loop: %s", strings.Join(arrows, ", "))
+	}
+}
+
+// fileRefs returns, for the non-test Go files of dir, which file uses which names declared in
+// which other file: refs[from][to] is the set of names. Imports are stubbed as empty packages
+// and type errors ignored, so it reads the package without its dependencies.
+func fileRefs(dir string) (map[string]map[string]map[string]bool, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{Importer: stubImporter{}, Error: func(error) {}}
+	pkg, _ := conf.Check("engine", fset, files, info)
+	refs := map[string]map[string]map[string]bool{}
+	for _, f := range files {
+		refs[filepath.Base(fset.Position(f.Pos()).Filename)] = map[string]map[string]bool{}
+	}
+	for id, obj := range info.Uses {
+		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
+			continue
+		}
+		if _, method := obj.(*types.Func); !method && obj.Parent() != pkg.Scope() {
+			continue // locals, parameters and fields
+		}
+		from := filepath.Base(fset.Position(id.Pos()).Filename)
+		to := filepath.Base(fset.Position(obj.Pos()).Filename)
+		if from == to {
+			continue
+		}
+		if refs[from][to] == nil {
+			refs[from][to] = map[string]bool{}
+		}
+		refs[from][to][obj.Name()] = true
+	}
+	return refs, nil
+}
+
+// stubImporter imports every package as an empty one.
+type stubImporter struct{}
+
+func (stubImporter) Import(path string) (*types.Package, error) {
+	p := types.NewPackage(path, path[strings.LastIndex(path, "/")+1:])
+	p.MarkComplete()
+	return p, nil
+}
+
+// fileLoops returns the strongly connected components of refs with more than one file (Tarjan),
+// each sorted, in the order of their first file.
+func fileLoops(refs map[string]map[string]map[string]bool) [][]string {
+	var nodes []string
+	for f := range refs {
+		nodes = append(nodes, f)
+	}
+	sort.Strings(nodes)
+	index, low, onStack := map[string]int{}, map[string]int{}, map[string]bool{}
+	var stack []string
+	var loops [][]string
+	var visit func(v string)
+	visit = func(v string) {
+		index[v], low[v] = len(index), len(index)
+		stack = append(stack, v)
+		onStack[v] = true
+		for w := range refs[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] != index[v] {
+			return
+		}
+		var scc []string
+		for {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[w] = false
+			scc = append(scc, w)
+			if w == v {
+				break
+			}
+		}
+		if len(scc) > 1 {
+			sort.Strings(scc)
+			loops = append(loops, scc)
+		}
+	}
+	for _, v := range nodes {
+		if _, seen := index[v]; !seen {
+			visit(v)
+		}
+	}
+	sort.Slice(loops, func(i, j int) bool { return loops[i][0] < loops[j][0] })
+	return loops
 }
 
 func recvName(fl *ast.FieldList) string {
