@@ -67,7 +67,8 @@ func (c *copier) summary(start time.Time, reason string) (Summary, error) {
 	return s, err
 }
 
-// failed is the Summary of a run that failed before it copied anything.
+// failed is the outcome of a run that err ended before it had partitions to report: a
+// Summary without topics, reason ReasonFailed, and err.
 func (e *core) failed(start time.Time, err error) (Summary, error) {
 	d := time.Since(start)
 	return Summary{Topics: map[string]*TopicSummary{}, Duration: d, DurationMS: d.Milliseconds(), FirstRecordMS: -1, TopicsReadyMS: -1,
