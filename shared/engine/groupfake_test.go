@@ -196,37 +196,10 @@ func TestFakeGroupMemberLagIsItsOwn(t *testing.T) {
 	}
 	t.Cleanup(ea.Close)
 
-	type result struct {
-		s   Summary
-		err error
-	}
-	aDone, bDone := make(chan result, 1), make(chan result, 1)
-	go func() {
-		s, err := ea.Burst(ctx, BurstOptions{Group: "g"})
-		aDone <- result{s, err}
-	}()
-	select { // A has joined and copies
-	case <-produced:
-	case <-ctx.Done():
-		t.Fatal("member A never produced")
-	}
-	go func() {
-		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
-		bDone <- result{s, err}
-	}()
-	a, b := <-aDone, <-bDone
-	for name, r := range map[string]result{"A": a, "B": b} {
-		if r.err != nil {
-			t.Fatalf("member %s: %v", name, r.err)
-		}
-		t.Logf("member %s copied %d (%s, lag %d)", name, r.s.Records, r.s.Reason, r.s.Lag)
-		if r.s.Reason != ReasonDone || r.s.Lag != 0 {
-			t.Errorf("member %s ended %s with lag %d, want done with lag 0: the records left of partitions revoked from it were the other member's", name, r.s.Reason, r.s.Lag)
-		}
-	}
-	f.assertLagReported("orders", a.s, b.s)
-	if b.s.Records == 0 {
-		t.Errorf("member B copied nothing: member A copied all %d records before B's join revoked anything, which this test does not cover", a.s.Records)
+	a, b := joinWhileCopying(t, ctx, ea, f.engine(), produced, ": the records left of partitions revoked from it were the other member's")
+	f.assertLagReported("orders", a, b)
+	if b.Records == 0 {
+		t.Errorf("member B copied nothing: member A copied all %d records before B's join revoked anything, which this test does not cover", a.Records)
 	}
 	f.assertCopied(recs, "src.orders")
 }
@@ -623,37 +596,43 @@ func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 	}
 	t.Cleanup(ea.Close)
 
-	type result struct {
-		s   Summary
-		err error
+	a, b := joinWhileCopying(t, ctx, ea, f.engine(), produced, "")
+	if n := sentInRevoke.Load(); n > 0 {
+		t.Errorf("member A sent %d produce request(s) of the copy while its partitions were revoked, want 0: the records it had not sent are the next holder's", n)
 	}
-	aDone, bDone := make(chan result, 1), make(chan result, 1)
+	f.assertLagReported("orders", a, b)
+	f.assertCopied(recs, "src.orders")
+}
+
+// joinWhileCopying runs a burst of group "g" on engine a, and once a has produced (produced is
+// closed) a burst of the same group on engine b, which joins and takes partitions from a. It
+// returns both summaries once both bursts ended; a member that failed, or ended other than done
+// with lag 0, fails t (why, if any, is appended to that error).
+func joinWhileCopying(t *testing.T, ctx context.Context, a, b *Engine, produced <-chan struct{}, why string) (Summary, Summary) {
+	t.Helper()
+	aDone, bDone := make(chan burstResult, 1), make(chan burstResult, 1)
 	go func() {
-		s, err := ea.Burst(ctx, BurstOptions{Group: "g"})
-		aDone <- result{s, err}
+		s, err := a.Burst(ctx, BurstOptions{Group: "g"})
+		aDone <- burstResult{s, err}
 	}()
-	select { // A has joined and copies; its requests are held
+	select { // A has joined and copies
 	case <-produced:
 	case <-ctx.Done():
 		t.Fatal("member A never produced")
 	}
 	go func() {
-		s, err := f.engine().Burst(ctx, BurstOptions{Group: "g"})
-		bDone <- result{s, err}
+		s, err := b.Burst(ctx, BurstOptions{Group: "g"})
+		bDone <- burstResult{s, err}
 	}()
-	a, b := <-aDone, <-bDone
-	for name, r := range map[string]result{"A": a, "B": b} {
+	ra, rb := <-aDone, <-bDone
+	for name, r := range map[string]burstResult{"A": ra, "B": rb} {
 		if r.err != nil {
 			t.Fatalf("member %s: %v", name, r.err)
 		}
 		t.Logf("member %s copied %d (%s, lag %d)", name, r.s.Records, r.s.Reason, r.s.Lag)
 		if r.s.Reason != ReasonDone || r.s.Lag != 0 {
-			t.Errorf("member %s ended %s with lag %d, want done with lag 0", name, r.s.Reason, r.s.Lag)
+			t.Errorf("member %s ended %s with lag %d, want done with lag 0%s", name, r.s.Reason, r.s.Lag, why)
 		}
 	}
-	if n := sentInRevoke.Load(); n > 0 {
-		t.Errorf("member A sent %d produce request(s) of the copy while its partitions were revoked, want 0: the records it had not sent are the next holder's", n)
-	}
-	f.assertLagReported("orders", a.s, b.s)
-	f.assertCopied(recs, "src.orders")
+	return ra.s, rb.s
 }
