@@ -35,6 +35,19 @@ const (
 // starts.
 const fileDeleteDelay = "log.segment.delete.delay.ms=1000"
 
+// indexFileSize is the brokers' log.index.size.max.bytes in a bench run: each new segment's
+// offset and time index files are preallocated (sparse) at this size and memory-mapped. With
+// Kafka's default of 10 MiB, the first write to an index page of a file makes the kernel read
+// around it, and on a block device with a large read-ahead (this machine's vda has
+// read_ahead_kb 8192) that zero-fills up to 8 MiB per index file in the broker's request
+// threads: with 1,000 new partitions, tens of seconds of system CPU that delayed every
+// contender's appends and, after an exactly-once copy, its commit markers (measured: 684
+// partitions still behind their last stable offset when the copy ended, drained at about 27
+// a second; with 1 MiB index files none were left). 1 MiB holds 87,381 time index entries (12
+// bytes each): a segment rolls after about 341 MiB at the default 4 KiB index interval, not
+// 1 GiB, which only the 10GB-backlog workload's partitions reach.
+const indexFileSize = "log.index.size.max.bytes=1048576"
+
 // harness runs the clusters and the contenders of one bench run.
 type harness struct {
 	root, home, mirrorBin string
@@ -84,7 +97,7 @@ func (h *harness) startClusters(ctx context.Context, srcPort, tgtPort int) error
 	start := func(name string, port int) error {
 		var err error
 		for attempt := 0; attempt < 8; attempt++ {
-			args := []string{"start", name, strconv.Itoa(port), fileDeleteDelay}
+			args := []string{"start", name, strconv.Itoa(port), fileDeleteDelay, indexFileSize}
 			if name == targetCluster {
 				args = append(args, scaleOutQuotaWindows, scaleOutQuotaWindow) // no effect without a quota
 			}
