@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -450,6 +451,68 @@ func TestFakeFinalSyncsWaitIsBounded(t *testing.T) {
 	}
 	if want := []string{"orders-0", "orders-1"}; !slices.Equal(r.s.SyncsUnconfirmed, want) {
 		t.Errorf("summary's offset_syncs_unconfirmed: %q, want %q", r.s.SyncsUnconfirmed, want)
+	}
+}
+
+// TestFakeFinalSyncsOutliveTheirWait: finish's bound ends only its own wait. The offset-syncs
+// broker holds the first final sync past the bound and then answers it with a retriable error;
+// the other partition's final sync finds no permit within the bound. finish reports both
+// partitions unconfirmed without error, and afterwards, the copy's context still alive, the
+// first sync is retried and written and the second is still pending in the writer (a shared
+// writer's next send writes it). Produced under the bound, the first failed with "context
+// deadline exceeded" once franz-go saw the bound had ended (and, answered a moment sooner,
+// failed the copy), and the second was taken from the writer and dropped.
+func TestFakeFinalSyncsOutliveTheirWait(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	const topic = "mm2-offset-syncs.tgt.internal"
+	f.createTopic(Source, topic, 1, nil)
+	release := make(chan struct{})
+	var refused atomic.Bool
+	f.src.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.src.KeepControl()
+		f.src.SleepControl(func() { <-release })
+		if refused.CompareAndSwap(false, true) {
+			return failProduce(req, kerr.NotLeaderForPartition.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	gate := newSyncGate(nil)
+	// A buffer of two records: one permit, so the second final sync waits for the first.
+	cl := f.client(Source, append(syncProducerOpts(0, gate), kgo.MaxBufferedRecords(2))...)
+	e := bareEngine(Options{OffsetLagMax: 100})
+	s := newEmitter(&e.core, cl, topic, false, nil, gate.size(cl))
+	ctx := context.Background()
+	parts := []*syncPartition{s.partition(TP{"orders", 0}), s.partition(TP{"orders", 1})}
+	for _, p := range parts {
+		p.h.Record(9, 19) // the first record of a partition: its sync is due
+	}
+	if err := s.finish(ctx); err != nil {
+		t.Fatalf("finish with the syncs broker silent: %v, want no error", err)
+	}
+	if want := []string{"orders-0", "orders-1"}; !slices.Equal(s.unconfirmed, want) {
+		t.Fatalf("unconfirmed final syncs %q, want %q", s.unconfirmed, want)
+	}
+	close(release)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.Flush(wctx); err != nil { // the first sync's answer frees the permit
+		t.Fatalf("flushing the syncs producer: %v", err)
+	}
+	if err := s.send(wctx, false); err != nil { // a commit tick after finish
+		t.Fatalf("sending the syncs left pending after finish: %v", err)
+	}
+	if err := cl.Flush(wctx); err != nil {
+		t.Fatalf("flushing the syncs producer: %v", err)
+	}
+	if err := s.error(); err != nil || s.sent != 2 {
+		t.Errorf("after the bound, with the copy's context alive: %d final syncs written, error %v; want both written, no error", s.sent, err)
 	}
 }
 

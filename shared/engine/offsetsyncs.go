@@ -338,10 +338,15 @@ func (s *syncEmitter) produce(ctx context.Context, sy mm2.OffsetSync, p *syncPar
 	})
 }
 
-// produceFinal writes sy once a permit is free (finish, flushAll: never in a promise);
-// confirmed as in produce.
-func (s *syncEmitter) produceFinal(ctx context.Context, sy mm2.OffsetSync, confirmed *atomic.Bool) error {
-	if err := s.gate.acquire(ctx); err != nil {
+// produceFinal writes sy under ctx once a permit is free within wait (finish, flushAll: never
+// in a promise); confirmed as in produce. wait bounds only the wait for the permit: franz-go
+// fails a record whose context has ended when it retries it, so a record produced under a
+// shorter context than the copy's writes fails once that context ends.
+func (s *syncEmitter) produceFinal(ctx, wait context.Context, sy mm2.OffsetSync, confirmed *atomic.Bool) error {
+	if err := wait.Err(); err != nil {
+		return fmt.Errorf("waiting to write offset sync %v: %w", sy, err)
+	}
+	if err := s.gate.acquire(wait); err != nil {
 		return fmt.Errorf("waiting to write offset sync %v: %w", sy, err)
 	}
 	s.produce(ctx, sy, nil, confirmed)
@@ -432,6 +437,10 @@ func (s *syncEmitter) wait(ctx context.Context) error {
 // delayed (each once a permit is free), and waits until all its syncs are answered, at most
 // until the gate's finalDeadline: the partitions whose final sync was not answered by then are
 // unconfirmed (logged, and the summary's), not an error. A sync the broker refused is one.
+// The bound ends only the waits (for permits, for the answers): the syncs are produced under
+// ctx, the copy's writes, so one still retried when the bound ends is neither failed by it nor
+// fails the copy, and a sync that found no permit goes back to the writer, pending (a writer
+// shared by serve's copies sends it later).
 func (s *syncEmitter) finish(ctx context.Context) error {
 	if s.off {
 		return nil
@@ -456,8 +465,8 @@ func (s *syncEmitter) finish(ctx context.Context) error {
 		if sy, ok := p.h.TakePending(); ok {
 			confirmed := new(atomic.Bool)
 			finals[tp] = confirmed
-			if bound.Err() == nil {
-				_ = s.produceFinal(bound, sy, confirmed) // no permit within the bound: unconfirmed
+			if err := s.produceFinal(ctx, bound, sy, confirmed); err != nil {
+				p.h.PutBack(sy) // no permit within the bound: unconfirmed, and still pending
 			}
 		}
 	}
@@ -518,7 +527,7 @@ func (s *syncEmitter) flushAll(ctx context.Context) error {
 	}
 	s.w.PromoteDelayed()
 	for _, sy := range s.w.TakePending() {
-		if err := s.produceFinal(ctx, sy, nil); err != nil {
+		if err := s.produceFinal(ctx, ctx, sy, nil); err != nil {
 			return err
 		}
 	}

@@ -152,6 +152,17 @@ func (p Partition) TakePending() (sync mm2.OffsetSync, ok bool) {
 	return sync, true
 }
 
+// PutBack returns sync, taken by TakePending and then not sent, to the pending set, unless the
+// partition has a pending sync again (a newer one, which stands).
+func (p Partition) PutBack(sync mm2.OffsetSync) {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	if p.st.slot[pendingSet] >= 0 {
+		return
+	}
+	p.w.pending.put(p.st, sync)
+}
+
 // PromoteDelayed is Writer.PromoteDelayed for the handle's partition alone: its delayed sync,
 // if any, replaces its pending one or joins the pending set at the end.
 func (p Partition) PromoteDelayed() {
