@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,5 +62,27 @@ func TestFakeCloseWaitsForWarmUp(t *testing.T) {
 		}
 	default:
 		t.Fatalf("Close returned while the warm-up it started still ran (its done func not called)")
+	}
+}
+
+// TestFakeCopyPartitionAfterClose: a CopyPartition call after Close fails with the engine's
+// closed error, also for a topic prepared moments before (whose call skips the metadata check
+// and goes straight to the queue). Before the fix the queued call waited with no loop to run it
+// (the background refuses new goroutines after Close) until its context ended: "waiting for a
+// copy of one-0: context deadline exceeded". On kfake.
+func TestFakeCopyPartitionAfterClose(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"one": 1})
+	f.produce("one", 1, 5)
+	e := f.engine()
+	ctx := context.Background()
+	if s, err := e.CopyPartition(ctx, "one", 0, -1); err != nil || s.Records != 5 {
+		t.Fatalf("CopyPartition before Close: %d records, %v; want 5, no error", s.Records, err)
+	}
+	e.Close()
+	// A deadline only so that the old behaviour ends the test; the call must not reach it.
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := e.CopyPartition(cctx, "one", 0, -1); !errors.Is(err, errEngineClosed) {
+		t.Errorf("CopyPartition after Close: %v, want %v", err, errEngineClosed)
 	}
 }

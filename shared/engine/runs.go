@@ -271,12 +271,20 @@ func (r *copyRuns) enqueue(call *copyCall, arrived func(*copyCall) bool) {
 }
 
 // startLoop runs a loop of copies (runCopies) in the engine's background, counted in running
-// by the caller. After Close it starts none.
+// by the caller. After Close it starts none, and answers the queued calls with errEngineClosed:
+// no loop runs then (the background runs nothing any more) and none will take them.
 func (r *copyRuns) startLoop() {
-	if !r.bg.goDo(r.runCopies) {
-		r.mu.Lock()
-		r.running--
-		r.mu.Unlock()
+	if r.bg.goDo(r.runCopies) {
+		return
+	}
+	r.mu.Lock()
+	r.running--
+	queued := r.queue
+	r.queue = nil
+	r.mu.Unlock()
+	for _, c := range queued {
+		c.sum, c.err = r.runner.failed(c.start, fmt.Errorf("copy of %s: %w", c.tp, errEngineClosed))
+		close(c.done)
 	}
 }
 
