@@ -312,6 +312,11 @@ func (a *senderAuth) check(r *http.Request) (string, *authError) {
 	if err != nil && strings.Contains(err.Error(), errPaced.Error()) {
 		return "", &authError{http.StatusServiceUnavailable, "sender authentication: the token's key is not known yet and " + errPaced.Error() + "; retry"}
 	}
+	if cerr := r.Context().Err(); err != nil && cerr != nil && strings.Contains(err.Error(), cerr.Error()) {
+		// go-oidc keeps only the text of the key set's error: the request ended (the sender went
+		// away, or the server is shutting down) while the token's key was being fetched.
+		return "", &authError{http.StatusServiceUnavailable, "sender authentication: the request ended before its token's key was fetched: " + scrub(err.Error(), raw) + "; retry"}
+	}
 	if err != nil {
 		return "", &authError{http.StatusUnauthorized, "sender authentication: invalid token: " + scrub(err.Error(), raw)}
 	}

@@ -2,12 +2,16 @@ package serve
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,4 +118,221 @@ func TestKeyRotationDropsOldKeyAtOnce(t *testing.T) {
 	if accepted > 0 {
 		t.Errorf("a token of the key the issuer had dropped was accepted after a token of its new key in %d of %d rounds, want 0", accepted, rounds)
 	}
+}
+
+// heldJWKS is a key set endpoint on httptest that the test controls: each request takes the
+// keys published when it arrives, says so on arrived, and answers only once the test opened the
+// gate (or the client gave up), with status (an error page unless 200).
+type heldJWKS struct {
+	srv     *httptest.Server
+	status  int
+	arrived chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	requests int
+	keys     []jose.JSONWebKey
+}
+
+func newHeldJWKS(t *testing.T, status int) *heldJWKS {
+	t.Helper()
+	j := &heldJWKS{status: status, arrived: make(chan struct{}, 64), gate: make(chan struct{})}
+	j.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		j.mu.Lock()
+		j.requests++
+		keys := j.keys
+		j.mu.Unlock()
+		select {
+		case j.arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-j.gate:
+		case <-r.Context().Done():
+			return
+		}
+		if j.status != http.StatusOK {
+			http.Error(w, "issuer trouble", j.status)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: keys})
+	}))
+	t.Cleanup(j.srv.Close)
+	t.Cleanup(j.open) // runs first: lets held requests end before Close waits for them
+	return j
+}
+
+// open lets held and later requests be answered.
+func (j *heldJWKS) open() { j.once.Do(func() { close(j.gate) }) }
+
+// publish makes the public halves of keys the key set, each with its key id.
+func (j *heldJWKS) publish(keys map[string]*ecdsa.PrivateKey) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.keys = nil
+	for kid, k := range keys {
+		j.keys = append(j.keys, jose.JSONWebKey{Key: k.Public(), KeyID: kid, Algorithm: "ES256", Use: "sig"})
+	}
+}
+
+// count is the number of key set requests so far.
+func (j *heldJWKS) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.requests
+}
+
+// keySet is a keySet for j's URL. timeout only ends a fetch the code under test should not have
+// waited for (the gate stays closed), so that such a test fails instead of hanging.
+func (j *heldJWKS) keySet(timeout time.Duration) *keySet {
+	return &keySet{ctx: context.Background(), url: j.srv.URL + "/jwks", client: &http.Client{Timeout: timeout}, algs: []string{"ES256"}}
+}
+
+func ecKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// signed is a compact JWS of a small payload signed with key under key id kid.
+func signed(t *testing.T, key *ecdsa.PrivateKey, kid string) string {
+	t.Helper()
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := sig.Sign([]byte(`{"sub":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestKeySetWaiterLeavesWhenItsContextEnds: while a key set fetch hangs (the issuer does not
+// answer), a verification that needs it returns its own context's error as soon as that context
+// ends, whether it started the fetch or found it under way, and starts no fetch of its own.
+func TestKeySetWaiterLeavesWhenItsContextEnds(t *testing.T) {
+	j := newHeldJWKS(t, http.StatusOK)
+	j.publish(map[string]*ecdsa.PrivateKey{"a": ecKey(t)})
+	ks := j.keySet(3 * time.Second)
+	tok := signed(t, ecKey(t), "b") // a key id the issuer does not publish: anyone can send one
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() { _, err := ks.VerifySignature(ctxA, tok); errA <- err }()
+	<-j.arrived // A's fetch is under way, held by the issuer
+
+	ctxB, cancelB := context.WithCancel(context.Background())
+	cancelB()
+	_, errB := ks.VerifySignature(ctxB, tok)
+	cancelA()
+	eA := <-errA
+	fetches := j.count()
+	j.open()
+
+	if !errors.Is(eA, context.Canceled) {
+		t.Errorf("verification that started the held fetch, its context cancelled: %v, want context.Canceled", eA)
+	}
+	if !errors.Is(errB, context.Canceled) {
+		t.Errorf("verification that found the held fetch under way, its context cancelled: %v, want context.Canceled", errB)
+	}
+	if fetches != 1 {
+		t.Errorf("key set requests before the held one ended: %d, want 1", fetches)
+	}
+}
+
+// TestKeySetFailedFetchAnswersItsWaiters: verifications that looked at the keys before a fetch
+// started all get that fetch's outcome, its error too, rather than fetching again one after
+// another (each behind the previous one's timeout while the issuer hangs).
+func TestKeySetFailedFetchAnswersItsWaiters(t *testing.T) {
+	j := newHeldJWKS(t, http.StatusInternalServerError)
+	ks := j.keySet(3 * time.Second)
+	tok := signed(t, ecKey(t), "b")
+	const waiters = 4
+	var looked sync.WaitGroup
+	looked.Add(waiters)
+	allLooked := make(chan struct{})
+	ks.looked = func() { looked.Done(); <-allLooked }
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() { _, err := ks.VerifySignature(context.Background(), tok); errs <- err }()
+	}
+	looked.Wait()
+	close(allLooked)
+	<-j.arrived
+	j.open()
+	for range waiters {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "500") {
+			t.Errorf("verification while the issuer answers 500: %v, want the fetch's error", err)
+		}
+	}
+	if n := j.count(); n != 1 {
+		t.Errorf("%d verifications that looked before the first fetch failed made %d key set requests, want 1 (its error shared)", waiters, n)
+	}
+}
+
+// TestKeySetWaitsForFetchStartedAfterItLooked: a token of the issuer's new key that arrives
+// while a fetch started before the rotation is under way is verified by a fetch started after
+// it looked, not refused with the old keys that fetch brings.
+func TestKeySetWaitsForFetchStartedAfterItLooked(t *testing.T) {
+	j := newHeldJWKS(t, http.StatusOK)
+	oldKey, newKey := ecKey(t), ecKey(t)
+	j.publish(map[string]*ecdsa.PrivateKey{"k": oldKey})
+	ks := j.keySet(3 * time.Second)
+	looked := make(chan struct{}, 2)
+	ks.looked = func() { looked <- struct{}{} }
+
+	errA := make(chan error, 1)
+	go func() { _, err := ks.VerifySignature(context.Background(), signed(t, oldKey, "k")); errA <- err }()
+	<-looked
+	<-j.arrived // A's fetch is held; it answers the old key
+	j.publish(map[string]*ecdsa.PrivateKey{"k": newKey})
+	errB := make(chan error, 1)
+	go func() { _, err := ks.VerifySignature(context.Background(), signed(t, newKey, "k")); errB <- err }()
+	<-looked // B found no key while A's fetch, started before the rotation, is under way
+	j.open()
+
+	if err := <-errA; err != nil {
+		t.Errorf("token of the old key, fetch started before the rotation: %v, want verified", err)
+	}
+	if err := <-errB; err != nil {
+		t.Errorf("token of the new key, looked after the held fetch started: %v, want verified by a fetch started after it looked", err)
+	}
+}
+
+// TestSenderAuthRequestEndedWhileVerifying: a request whose context ended while its token's key
+// was not known (the dispatcher went away, or the server is shutting down) gets 503, which
+// KafkaSource retries, not 401, which sends the event to the dead-letter sink.
+func TestSenderAuthRequestEndedWhileVerifying(t *testing.T) {
+	iss := newRotatingIssuer(t)
+	key, other := rsaKey(t), rsaKey(t)
+	iss.publish(key)
+	h := NewHTTPHandler(Config{SenderAuth: SenderAuthConfig{keyFetchEvery: time.Nanosecond, Issuer: iss.srv.URL, Audience: sinkAudience}},
+		slog.New(slog.DiscardHandler), HandlerFunc(func(context.Context, event.Event) protocol.Result { return nil }))
+	if code, body := do(h, binaryRequest("{}", map[string]string{"Authorization": "Bearer " + iss.token(t, key, trustedSender, sinkAudience)})); code != http.StatusOK {
+		t.Fatalf("token of the issuer's key: answer %d %q, want 200", code, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := binaryRequest("{}", map[string]string{"Authorization": "Bearer " + iss.token(t, other, trustedSender, sinkAudience)}).WithContext(ctx)
+	if code, body := do(h, req); code != http.StatusServiceUnavailable {
+		t.Errorf("request ended while its token's key was unknown: answer %d %q, want 503", code, body)
+	}
+}
+
+func rsaKey(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
