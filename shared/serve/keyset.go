@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,12 +73,24 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 	}
 	keys, err = k.refresh(ctx, seen)
 	if err != nil {
-		return nil, fmt.Errorf("fetching keys %w", err)
+		return nil, fmt.Errorf("fetching keys: %w", err)
 	}
 	if payload, ok := verifyWith(jws, kid, keys); ok {
 		return payload, nil
 	}
-	return nil, errors.New("no key of the issuer's key set signed the token")
+	if kid == "" {
+		return nil, fmt.Errorf("no key of the issuer's key set %s signed the token (it names no key id)", k.url)
+	}
+	return nil, fmt.Errorf("no key of the issuer's key set %s with the token's key id %q signed the token", k.url, clip(kid))
+}
+
+// clip shortens s, which the sender chose, to what an error needs to name it.
+func clip(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return s
+	}
+	return s[:most] + "..."
 }
 
 // refresh returns the outcome of a fetch that started after the seen'th: one under way or
@@ -135,7 +146,7 @@ func (k *keySet) fetch() ([]jose.JSONWebKey, error) {
 	}
 	resp, err := k.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("oidc: get keys failed: %w", err)
+		return nil, fmt.Errorf("oidc: getting the key set: %w", err) // err, a *url.Error, names the URL
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -143,7 +154,7 @@ func (k *keySet) fetch() ([]jose.JSONWebKey, error) {
 		return nil, fmt.Errorf("oidc: reading the key set of %s: %w", k.url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("oidc: get keys failed: %s %s", resp.Status, oneLine(string(body)))
+		return nil, fmt.Errorf("oidc: getting the key set of %s: %s %s", k.url, resp.Status, oneLine(string(body)))
 	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {

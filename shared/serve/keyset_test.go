@@ -308,6 +308,49 @@ func TestKeySetWaitsForFetchStartedAfterItLooked(t *testing.T) {
 	}
 }
 
+// TestKeySetErrorsNameWhatFailed: a failed verification says which key set URL a failed fetch
+// was for and, when no key signed the token, the token's key id; never the token.
+func TestKeySetErrorsNameWhatFailed(t *testing.T) {
+	key := ecKey(t)
+	tok := signed(t, key, "gone")
+	var errs []error
+
+	j := newHeldJWKS(t, http.StatusInternalServerError)
+	j.open()
+	ks := j.keySet(3 * time.Second)
+	_, err := ks.VerifySignature(context.Background(), tok)
+	if err == nil || !strings.Contains(err.Error(), "fetching keys: ") || !strings.Contains(err.Error(), ks.url) || !strings.Contains(err.Error(), "500") {
+		t.Errorf("key set answering 500: %v, want 'fetching keys: ', %s and the status", err, ks.url)
+	}
+	errs = append(errs, err)
+
+	dead := newHeldJWKS(t, http.StatusOK)
+	ks = dead.keySet(3 * time.Second)
+	dead.open()
+	dead.srv.Close()
+	_, err = ks.VerifySignature(context.Background(), tok)
+	if err == nil || !strings.Contains(err.Error(), ks.url) {
+		t.Errorf("unreachable key set: %v, want %s", err, ks.url)
+	}
+	errs = append(errs, err)
+
+	ok := newHeldJWKS(t, http.StatusOK)
+	ok.publish(map[string]*ecdsa.PrivateKey{"current": ecKey(t)})
+	ok.open()
+	ks = ok.keySet(3 * time.Second)
+	_, err = ks.VerifySignature(context.Background(), tok)
+	if err == nil || !strings.Contains(err.Error(), `"gone"`) || !strings.Contains(err.Error(), ks.url) {
+		t.Errorf("token of a key id the key set lacks: %v, want its key id %q and %s", err, "gone", ks.url)
+	}
+	errs = append(errs, err)
+
+	for _, e := range errs {
+		if e != nil && strings.Contains(e.Error(), tok) {
+			t.Errorf("error quotes the token: %v", e)
+		}
+	}
+}
+
 // TestSenderAuthRequestEndedWhileVerifying: a request whose context ended while its token's key
 // was not known (the dispatcher went away, or the server is shutting down) gets 503, which
 // KafkaSource retries, not 401, which sends the event to the dead-letter sink.
