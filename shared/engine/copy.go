@@ -220,8 +220,9 @@ func (c *copier) open(ctx, writeCtx context.Context) (closeProducers func(), err
 	return closeProducers, nil
 }
 
-// finish waits, within finishWait, for the records in flight, then writes the offset
-// syncs and positions of everything acknowledged and waits for them.
+// finish waits, within finishWait, for the records in flight, then stores the positions of
+// everything acknowledged and, once they are answered, writes the final offset syncs
+// (commits.finish: positions first, as the comment below says).
 func (c *copier) finish(writeCtx context.Context) {
 	fctx, cancel := context.WithTimeout(writeCtx, c.finishWait())
 	defer cancel()
