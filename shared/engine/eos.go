@@ -120,26 +120,45 @@ func (e *core) fence(ctx context.Context, tps []TP) (map[TP]producerMark, error)
 }
 
 // unknownTransactionalIDs returns the transactional ids of tps that the coordinator answers
-// TRANSACTIONAL_ID_NOT_FOUND for. An id it could not be asked about is not in the set (it is
-// fenced as any other).
+// TRANSACTIONAL_ID_NOT_FOUND for. The ids it answers retriably for (COORDINATOR_NOT_AVAILABLE
+// from a cluster that creates its transaction state topic on this first request, a coordinator
+// loading or moving) are asked again under clientBackoff for up to describeIDsBudget; an id it
+// could not be asked about by then is not in the set (it is fenced as any other).
 func (e *core) unknownTransactionalIDs(ctx context.Context, tps []TP) map[string]bool {
-	ids := make([]string, len(tps))
+	ask := make([]string, len(tps))
 	for i, tp := range tps {
-		ids[i] = e.transactionalID(tp)
-	}
-	ds, err := e.tgtAdm.DescribeTransactions(ctx, ids...)
-	if err != nil && len(ds) == 0 {
-		e.log.Debug("exactly-once: transactional ids not described; fencing every one", "err", err)
-		return nil
+		ask[i] = e.transactionalID(tp)
 	}
 	unknown := map[string]bool{}
-	for id, d := range ds {
-		if errors.Is(d.Err, kerr.TransactionalIDNotFound) {
-			unknown[id] = true
+	r := backoff{initial: clientBackoff.initial, max: clientBackoff.max, budget: describeIDsBudget}.start()
+	for {
+		ds, err := e.tgtAdm.DescribeTransactions(ctx, ask...)
+		var again []string
+		for _, id := range ask {
+			d, ok := ds[id]
+			switch {
+			case ok && errors.Is(d.Err, kerr.TransactionalIDNotFound):
+				unknown[id] = true
+			case ok && d.Err != nil && classify(d.Err) == errRetriable,
+				!ok && err != nil && classify(err) == errRetriable:
+				again = append(again, id)
+			}
 		}
+		if len(again) == 0 {
+			return unknown
+		}
+		d, ok := r.next()
+		if !ok || !sleep(ctx, d) {
+			e.log.Debug("exactly-once: transactional ids not described; fencing them", "ids", len(again), "attempts", r.attempts(), "err", err)
+			return unknown
+		}
+		ask = again
 	}
-	return unknown
 }
+
+// describeIDsBudget bounds how long a copy asks the coordinator which transactional ids it
+// knows before it fences those it could not ask about.
+const describeIDsBudget = 10 * time.Second
 
 // initProducerID sends InitProducerId for transactional id id (what a transactional
 // producer's initialization and Kafka's Admin.fenceProducers send), riding out the

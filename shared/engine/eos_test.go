@@ -642,3 +642,47 @@ func TestFakeExactlyOnceNewIDTakenBeforeItsProducer(t *testing.T) {
 		t.Errorf("positions %v, want 9 for both partitions", pos)
 	}
 }
+
+// TestFakeExactlyOnceCoordinatorLoadingStillSkipsFencing: a cluster that never served a
+// transaction creates its transaction state topic on the first request that needs a
+// coordinator, and answers COORDINATOR_NOT_AVAILABLE until it is loaded (a fresh Kafka 4.1.1
+// broker did for the first DescribeTransactions of a 1,000-partition copy, which then fenced
+// every id: 1,000 needless InitProducerId requests, 3 s). The burst asks again and, the ids
+// being unknown, initializes only its producers' 3 ids.
+func TestFakeExactlyOnceCoordinatorLoadingStillSkipsFencing(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 3})
+	recs := f.produce("orders", 3, 10)
+	f.opts.ExactlyOnce = true
+	var refused atomic.Int32
+	f.tgt.ControlKey(int16(kmsg.FindCoordinator), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		r := req.(*kmsg.FindCoordinatorRequest)
+		if r.CoordinatorType != 1 || refused.Load() >= 2 { // 1: transaction coordinator
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		keys := r.CoordinatorKeys
+		if len(keys) == 0 && r.CoordinatorKey != "" {
+			keys = []string{r.CoordinatorKey}
+		}
+		for _, k := range keys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp, nil, true
+	})
+	inits := countRequests(f.tgt, kmsg.InitProducerID)
+	if s, err := f.engine().Burst(context.Background(), BurstOptions{}); err != nil || s.Records != 30 || s.Lag != 0 {
+		t.Fatalf("burst: %+v, %v; want 30 records, lag 0", s, err)
+	}
+	if n := refused.Load(); n != 2 {
+		t.Fatalf("the target refused %d FindCoordinator requests, want 2: the test did not hold what it meant to", n)
+	}
+	if n := loaded(inits); n != 3 {
+		t.Errorf("%d InitProducerId requests, want 3 (one per producer): the ids the loading coordinator could not describe were fenced all the same", n)
+	}
+	f.assertCommittedOnce(recs, "src.orders")
+}
