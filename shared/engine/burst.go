@@ -119,7 +119,7 @@ func (br *burstRunner) runWith(ctx context.Context, start time.Time, bo BurstOpt
 	if deferrable && offsets == nil {
 		var st cluster.TopicState
 		if st, offsetsErr = cluster.DescribeTopic(ctx, br.tgt, br.opts.OffsetStorageTopic); offsetsErr == nil && !st.Exists {
-			offsets = createInBackground(br.bg, prepared, func() (int32, error) {
+			offsets = createInBackground(ctx, br.bg, prepared, func(ctx context.Context) (int32, error) {
 				return rideOut(ctx, br.log, br.opts.OffsetStorageTopic, func(ctx context.Context) (int32, error) {
 					n, _, err := ensureOffsets(ctx)
 					return n, err

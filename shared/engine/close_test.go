@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -84,5 +85,46 @@ func TestFakeCopyPartitionAfterClose(t *testing.T) {
 	defer cancel()
 	if _, err := e.CopyPartition(cctx, "one", 0, -1); !errors.Is(err, errEngineClosed) {
 		t.Errorf("CopyPartition after Close: %v, want %v", err, errEngineClosed)
+	}
+}
+
+// TestFakeCloseStopsTopicCreationBehindBurst: Close during a first burst whose offset-syncs
+// topic is being created in the background (the source refusing CreateTopics with a retriable
+// error for as long as the test lasts) stops that creation: Close returns, and the burst fails
+// with the engine's closed error. Before the fix the creation ran under the burst's context,
+// which Close does not end, so Close waited for its retries (two minutes, here until the test's
+// own deadline ended the burst) and the burst failed with that deadline instead. On kfake.
+func TestFakeCloseStopsTopicCreationBehindBurst(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	f.produce("orders", 1, 10)
+	e := f.engine()
+	topic, _ := e.OffsetSyncsTopic()
+	refused := f.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.CreateTopics}, Topic: topic,
+		Err: kerr.InvalidReplicationFactor, Count: -1})
+	// A deadline only so that the old behaviour ends the test; the burst must not reach it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Burst(ctx, BurstOptions{})
+		done <- err
+	}()
+	adm := f.admin(Target)
+	for { // the creation is retrying and every record is copied: the burst waits for the topic
+		if refused.Hits() > 0 {
+			ends, err := adm.ListEndOffsets(ctx, "src.orders")
+			if o, ok := ends.Lookup("src.orders", 0); err == nil && ok && o.Offset == 10 {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the burst ended (%v) before it copied its records while its offset-syncs topic %q was refused", err, topic)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	e.Close()
+	if err := <-done; !errors.Is(err, errEngineClosed) || ctx.Err() != nil {
+		t.Errorf("burst closed while creating its offset-syncs topic: %v (the test's deadline passed: %t), want %v", err, ctx.Err() != nil, errEngineClosed)
 	}
 }

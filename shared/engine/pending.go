@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -24,9 +25,12 @@ func readyTopic(parts int32) *pendingTopic {
 }
 
 // createInBackground runs ensure after start is closed (nil: at once) and records its outcome,
-// in a goroutine of bg. If the engine closes first, ensure does not run and the outcome is
-// errEngineClosed.
-func createInBackground(bg *background, start <-chan struct{}, ensure func() (int32, error)) *pendingTopic {
+// in a goroutine of bg. ensure runs under ctx's values and deadline, and its context also ends
+// when the engine closes: Close, which waits for bg's goroutines, stops the creation and its
+// retries instead of waiting for them. If the engine closes first, ensure does not run and the
+// outcome is errEngineClosed; a creation that failed once the engine was closing is
+// errEngineClosed too (wrapping ensure's error).
+func createInBackground(ctx context.Context, bg *background, start <-chan struct{}, ensure func(context.Context) (int32, error)) *pendingTopic {
 	t := &pendingTopic{done: make(chan struct{})}
 	if !bg.goDo(func() {
 		defer close(t.done)
@@ -38,7 +42,12 @@ func createInBackground(bg *background, start <-chan struct{}, ensure func() (in
 				return
 			}
 		}
-		t.parts, t.err = ensure()
+		ectx, stop := bg.bind(ctx)
+		defer stop()
+		t.parts, t.err = ensure(ectx)
+		if t.err != nil && bg.ctx.Err() != nil {
+			t.err = fmt.Errorf("%w: %w", errEngineClosed, t.err)
+		}
 	}) {
 		t.err = errEngineClosed
 		close(t.done)

@@ -288,7 +288,7 @@ func (r *reused) warm(ctx context.Context, release func()) error {
 	if err != nil {
 		return fmt.Errorf("describing offsets topic %q on target: %w", r.opts.OffsetStorageTopic, err)
 	}
-	ready := func() (int32, error) {
+	ready := func(ctx context.Context) (int32, error) {
 		n, _, err := r.positions.reusedTopic(ctx)
 		if err != nil {
 			return 0, err
@@ -316,7 +316,7 @@ func (r *reused) warm(ctx context.Context, release func()) error {
 	})
 	if offsets.Exists {
 		// Nothing to create: check it beside the remote topics.
-		wg.Go(func() { _, offsetErr = ready() })
+		wg.Go(func() { _, offsetErr = ready(ctx) })
 	}
 	err = r.planner.prepareServed(ctx, topics)
 	wg.Wait()
@@ -332,10 +332,10 @@ func (r *reused) warm(ctx context.Context, release func()) error {
 	}
 	if r.opts.ExactlyOnce || release == nil {
 		// Exactly-once copies read positions after fencing: they wait for the topic.
-		_, err := ready()
+		_, err := ready(ctx)
 		return err
 	}
-	p := createInBackground(r.bg, nil, ready)
+	p := createInBackground(ctx, r.bg, nil, ready)
 	r.positions.setCreating(p)
 	release()
 	_, err = p.wait(ctx)

@@ -38,7 +38,7 @@ func (e *core) newSyncEmitter(ctx context.Context, inBackground bool) (*syncEmit
 	}
 	s := newEmitter(e, cl, topic, false, nil, gate.size(cl))
 	if inBackground {
-		s.ready = createInBackground(e.bg, nil, func() (int32, error) {
+		s.ready = createInBackground(ctx, e.bg, nil, func(ctx context.Context) (int32, error) {
 			return rideOut(ctx, e.log, topic, func(ctx context.Context) (int32, error) { return 1, e.ensureSyncsTopic(ctx) })
 		})
 	}
