@@ -636,3 +636,35 @@ func joinWhileCopying(t *testing.T, ctx context.Context, a, b *Engine, produced 
 	}
 	return ra.s, rb.s
 }
+
+// TestFakeRevokeErrorNamesGroupAndPartitions: a burst group member that cannot leave the unsent
+// records of revoked partitions (its context ends while a produce request of theirs is still
+// unanswered) fails with an error that names the group and the partitions, as its log lines
+// do. Before the fix it named neither: "leaving the unsent records of revoked partitions:
+// context canceled".
+func TestFakeRevokeErrorNamesGroupAndPartitions(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 1})
+	e := f.engine()
+	c := f.plannedCopier(e, TP{"orders", 0})
+	c.bo.Group = "g"
+	release := make(chan struct{})
+	defer close(release)
+	held := make(chan struct{})
+	var heldOnce sync.Once
+	f.tgt.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		heldOnce.Do(func() { close(held) })
+		f.tgt.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	c.prod = f.client(Target)
+	c.prod.Produce(context.Background(), &kgo.Record{Topic: "src.orders", Partition: 0, Value: []byte("v")}, nil)
+	<-held // a produce request of the revoked partition is in flight
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.revoke(ctx, f.client(Source), map[string][]int32{"orders": {0}})
+	err := c.error()
+	if err == nil || !strings.Contains(err.Error(), `"g"`) || !strings.Contains(err.Error(), "orders-0") {
+		t.Errorf("revoke with its records unanswered and its context ended: %v, want an error naming group \"g\" and orders-0", err)
+	}
+}

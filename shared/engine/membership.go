@@ -173,13 +173,13 @@ func (c *copier) revoke(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	c.e.log.Debug("burst group revoking partitions: waiting for their records in flight and storing their positions", "group", c.bo.Group, "revoking", tpNames(m), "finishing", closing, "unsent_left", abandon)
 	if abandon {
 		if err := c.prod.AbortBufferedRecords(wctx); err != nil {
-			c.fail(fmt.Errorf("leaving the unsent records of revoked partitions: %w", err))
+			c.fail(fmt.Errorf("leaving the unsent records of partitions %v revoked by burst group %q: %w", tpNames(m), c.bo.Group, err))
 		}
 	} else if err := c.sink.flush(wctx); err != nil {
-		c.fail(fmt.Errorf("waiting for in-flight records of revoked partitions: %w", err))
+		c.fail(fmt.Errorf("waiting for in-flight records of partitions %v revoked by burst group %q: %w", tpNames(m), c.bo.Group, err))
 	}
 	if err := c.commits.commit(wctx, commitRevoke); err != nil {
-		c.fail(fmt.Errorf("writing positions of revoked partitions: %w", err))
+		c.fail(fmt.Errorf("writing positions of partitions %v revoked by burst group %q: %w", tpNames(m), c.bo.Group, err))
 	}
 	c.mu.Lock()
 	// A revocation is followed by a new assignment (possibly of other partitions): the burst
