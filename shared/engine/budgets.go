@@ -17,11 +17,18 @@ const (
 // inflightBudget returns the in-flight byte bound of a burst over partitions: the configured
 // MaxBufferedBytes, else narrowInflightBytes up to narrowPartitions partitions, then
 // narrowInflightBytes × narrowPartitions / partitions, never below wideInflightBytes.
+//
+// An exactly-once burst gets narrowInflightBytes however wide it is: it holds every record of
+// an open transaction until the commit (up to positionFlushBytes of them between two cycles,
+// acknowledged or not), so a larger bound on the unacknowledged ones adds nothing to its heap,
+// while at wideInflightBytes its 64 transactional producers waited for acknowledgements before
+// their partitions' ends could commit (1,000 partitions x 200 records, 5 interleaved pairs on
+// idle brokers: median 7.69 s at 2 MiB, 6.40 s at 8 MiB, every pair faster).
 func (o Options) inflightBudget(partitions int) int64 {
 	if o.MaxBufferedBytes > 0 {
 		return int64(o.MaxBufferedBytes)
 	}
-	if partitions <= narrowPartitions {
+	if partitions <= narrowPartitions || o.ExactlyOnce {
 		return narrowInflightBytes
 	}
 	return max(narrowInflightBytes*narrowPartitions/int64(partitions), wideInflightBytes)

@@ -183,9 +183,11 @@ func TestNewTopicAndGrowth(t *testing.T) {
 }
 
 // TestInflightBudget: a narrow burst gets room for a full batch per partition, a wide one the
-// small budget, concurrent calls share the small one, and a configured bound wins everywhere.
+// small budget, an exactly-once one the large budget however wide, concurrent calls share the
+// small one, and a configured bound wins everywhere.
 func TestInflightBudget(t *testing.T) {
 	auto, set := bareEngine(Options{}), bareEngine(Options{MaxBufferedBytes: 3 << 20})
+	eos, eosSet := bareEngine(Options{ExactlyOnce: true}), bareEngine(Options{ExactlyOnce: true, MaxBufferedBytes: 3 << 20})
 	for _, tc := range []struct {
 		e          *Engine
 		partitions int
@@ -194,9 +196,10 @@ func TestInflightBudget(t *testing.T) {
 		{auto, 1, 8 << 20}, {auto, 8, 8 << 20}, {auto, 16, 8 << 20}, {auto, 32, 4 << 20},
 		{auto, 64, 2 << 20}, {auto, 100, 2 << 20}, {auto, 1000, 2 << 20},
 		{set, 1, 3 << 20}, {set, 1000, 3 << 20},
+		{eos, 8, 8 << 20}, {eos, 64, 8 << 20}, {eos, 1000, 8 << 20}, {eosSet, 1000, 3 << 20},
 	} {
 		if got := tc.e.opts.inflightBudget(tc.partitions); got != tc.want {
-			t.Errorf("MaxBufferedBytes %d, %d partitions: budget %d, want %d", tc.e.opts.MaxBufferedBytes, tc.partitions, got, tc.want)
+			t.Errorf("MaxBufferedBytes %d, exactly-once %v, %d partitions: budget %d, want %d", tc.e.opts.MaxBufferedBytes, tc.e.opts.ExactlyOnce, tc.partitions, got, tc.want)
 		}
 	}
 	if got := auto.opts.sharedInflightBudget(); got != 2<<20 {
