@@ -59,21 +59,9 @@ func (iss *rotatingIssuer) publish(key *rsa.PrivateKey) {
 // token signs a token for sub and aud with key (key id "k"), valid for an hour.
 func (iss *rotatingIssuer) token(t *testing.T, key *rsa.PrivateKey, sub, aud string) string {
 	t.Helper()
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: "k"}}, (&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	claims, _ := json.Marshal(map[string]any{"iss": iss.srv.URL, "sub": sub, "aud": aud, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
-	jws, err := sig.Sign(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return compactJWS(t, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: "k"}}, (&jose.SignerOptions{}).WithType("JWT"), claims)
 }
 
 // TestKeyRotationDropsOldKeyAtOnce: once a token signed with the issuer's new key has been
@@ -201,11 +189,17 @@ func ecKey(t *testing.T) *ecdsa.PrivateKey {
 // signed is a compact JWS of a small payload signed with key under key id kid.
 func signed(t *testing.T, key *ecdsa.PrivateKey, kid string) string {
 	t.Helper()
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, nil)
+	return compactJWS(t, jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, nil, []byte(`{"sub":"s"}`))
+}
+
+// compactJWS signs payload with key (opts may be nil) and returns the compact serialization.
+func compactJWS(t *testing.T, key jose.SigningKey, opts *jose.SignerOptions, payload []byte) string {
+	t.Helper()
+	sig, err := jose.NewSigner(key, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jws, err := sig.Sign([]byte(`{"sub":"s"}`))
+	jws, err := sig.Sign(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
