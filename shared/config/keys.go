@@ -169,7 +169,7 @@ var clientRules = map[string]keyRule{
 	"acks":                      {NotNeeded, "mm2go always writes with acks=all (MM2's worker default), so a copied record is never lost to a leader change", nil},
 	"enable.idempotence":        {NotNeeded, "mm2go's producer is always idempotent", nil},
 	"batch.size":                {NotNeeded, "franz-go fills batches up to max.request.size while linger.ms waits; there is no separate batch target", nil},
-	"buffer.memory":             {NotNeeded, "the engine bounds records in flight itself (8 MiB over a few partitions, 2 MiB over many)", nil},
+	"buffer.memory":             {NotNeeded, "the engine bounds records in flight itself (8 MiB over a few partitions, 2 MiB over many, 8 MiB for exactly-once)", nil},
 	"max.poll.records":          {NotNeeded, "mm2go bounds reads by bytes (fetch.max.bytes and its in-flight buffer), not by record count", nil},
 	"max.partition.fetch.bytes": {NotNeeded, "the engine sizes partition fetches from fetch.max.bytes and the batches' compression", nil},
 	"delivery.timeout.ms":       {NotNeeded, "franz-go counts a record's delivery time from the record's timestamp, and a copy keeps its source record's timestamp, so a limit would fail every older record at once; a record that cannot be written is retried until the run ends (MM2_BURST_MAX_DURATION, a stop signal), and its position stays before it", nil},
