@@ -299,6 +299,9 @@ func TestDashboardMetricsOnEndpoint(t *testing.T) {
 		t.Skip("builds the functions and needs the Kafka clusters; skipped with -short")
 	}
 	c := testkit.Require(t)
+	// The build first: the context bounds the test's Kafka work, and on a loaded runner the
+	// build of the three functions (shared with the image tests) took most of 4 minutes.
+	functionBinaries(t)
 	ctx := testkit.Context(t, 4*time.Minute)
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
