@@ -65,7 +65,13 @@ func (e *core) eosCopier(ctx context.Context, bo BurstOptions, tps []TP, remote 
 	if err != nil {
 		return nil, err
 	}
-	e.log.Debug("exactly-once: transactional ids fenced", "partitions", len(tps), "elapsed", time.Since(start).String())
+	fresh := 0
+	for _, m := range marks {
+		if m == neverInitialized {
+			fresh++
+		}
+	}
+	e.log.Debug("exactly-once: earlier producers fenced", "partitions", len(tps), "fenced", len(tps)-fresh, "new_ids", fresh, "elapsed", time.Since(start).String())
 	works, err := e.planner.plan(ctx, tps, remote, limit, offsets.parts)
 	if err != nil {
 		return nil, err
