@@ -539,7 +539,11 @@ func (f *fakeFlow) produceLate(ctx context.Context) []*kgo.Record {
 // buffer first kept the joining member idle for as long as the quota took to pass it (the
 // in-flight budget is seconds of a small quota). Here the target answers each of member A's
 // produce requests 200 ms late until its revocation begins, so that A has a buffer when member
-// B joins; while the revocation runs
+// B joins; A's in-flight budget of 1 KiB (about 80 of these records) makes it send the 2,000
+// records in some 25 requests, over 5 s, so that B joins while A still copies. (At 16 KiB,
+// two requests, a loaded CI machine took longer over B's join than A over the copy: A was
+// finishing, and a finishing member sends what it holds: 'member A sent 1 produce request(s)
+// ... while its partitions were revoked'.) While the revocation runs
 // (from "burst group revoking partitions" to "partitions revoked by burst group") the target
 // must receive no produce request of the copy. Every record is copied once.
 func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
@@ -561,7 +565,7 @@ func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 		}
 		recs = append(recs, batch...)
 	}
-	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 16<<10, 4<<10
+	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1<<10, 4<<10
 
 	produced := make(chan struct{})
 	var producedOnce, revokingOnce sync.Once
@@ -599,6 +603,9 @@ func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 	a, b := joinWhileCopying(t, ctx, ea, f.engine(), produced, "")
 	if n := sentInRevoke.Load(); n > 0 {
 		t.Errorf("member A sent %d produce request(s) of the copy while its partitions were revoked, want 0: the records it had not sent are the next holder's", n)
+	}
+	if b.Records == 0 {
+		t.Errorf("member B copied nothing: member A had sent every record before the revocation, which this test needs while A still copies")
 	}
 	f.assertLagReported("orders", a, b)
 	f.assertCopied(recs, "src.orders")
