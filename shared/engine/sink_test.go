@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,8 +13,33 @@ import (
 // the in-flight bound has room, and when its context ends while it waits for room it returns
 // the records it handed over (the copy counts them against MaxRecords) and errSinkStopped.
 // Control records move the ledger's fetch mark only.
+//
+// The broker accepts connections and never answers, and the records are produced under a live
+// context: nothing can acknowledge or fail the first record while the second waits. (With a
+// refused connection or a cancelled record context, the first record failed at once under load,
+// freed its room, and the second was handed over too: CI at 80ce6c8 beside two busy loops.)
 func TestRecordSinkStopsUnderBound(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RecordRetries(0))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // open, unread: every request waits
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +50,7 @@ func TestRecordSinkStopsUnderBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.prod, c.writeCtx, c.wide = cl, ctx, true // wide: the bound is the budget at once
 	st := c.states[0]
-	st.ctx = ctx
+	st.ctx = context.Background() // the records' context: alive, so none fails on its own
 	var s sink = recordSink{c}
 	recs := []*kgo.Record{
 		{Topic: "topic", Value: make([]byte, 64), Offset: 0},
