@@ -205,8 +205,9 @@ func (e *core) initProducerID(ctx context.Context, id string) (producerMark, err
 //
 // Bounded: at most eosProducers partitions hold a transactional producer (each a franz-go
 // client: connections, metadata, buffers) and are fetched at once; the others wait in queue,
-// unfetched, and are admitted as partitions reach their end (release). A cycle so ends at
-// most eosProducers transactions.
+// unfetched, and are admitted as partitions reach their end (release): for the first
+// servedWait, those whose remote partition the target serves before the others (watchServed),
+// then in plan order. A cycle so ends at most eosProducers transactions.
 //
 // Fencing and ownership. Each partition has its own transactional id (TransactionalID),
 // stable across instances, so whichever instance initialized a producer of it last is the only
@@ -238,13 +239,17 @@ type eosCommitter struct {
 
 	writeCtx context.Context // the copy's writes (start)
 
-	mu        sync.Mutex
-	parts     map[TP]*txnPart
-	marks     map[TP]producerMark
-	queue     []*partLedger // partitions with records to copy and no producer yet, in plan order
-	ending    []*txnPart    // partitions that reached their end: to commit, close and replace
-	cons      *kgo.Client
-	admitting bool // a release cycle admits partitions (the loop's empty polls are no stall)
+	mu      sync.Mutex
+	parts   map[TP]*txnPart
+	marks   map[TP]producerMark
+	queue   []*partLedger // partitions with records to copy and no producer yet, in plan order
+	ending  []*txnPart    // partitions that reached their end: to commit, close and replace
+	cons    *kgo.Client
+	opening int          // partitions taken from queue whose producers are being opened
+	served  *servedWatch // which queued partitions' remote partitions the target serves
+	// servedUntil ends served-first admission: from then on the queue is taken in plan order.
+	servedUntil time.Time
+	servedSig   chan struct{} // a partition was seen served, or servedUntil passed (one slot)
 
 	kick    chan struct{} // a release is due (one slot: kicks coalesce)
 	reqs    chan commitRequest
@@ -256,7 +261,8 @@ type eosCommitter struct {
 // marks; stop is the run's context.
 func newEOSCommitter(c *copier, stop context.Context, marks map[TP]producerMark) *eosCommitter {
 	k := &eosCommitter{c: c, e: c.e, runCtx: stop, parts: map[TP]*txnPart{}, marks: marks,
-		kick: make(chan struct{}, 1), reqs: make(chan commitRequest), stopped: make(chan struct{})}
+		kick: make(chan struct{}, 1), reqs: make(chan commitRequest), stopped: make(chan struct{}),
+		servedSig: make(chan struct{}, 1)}
 	for _, st := range c.states {
 		if st.w.start < st.w.end {
 			k.queue = append(k.queue, st)
@@ -474,11 +480,60 @@ func (k *eosCommitter) done(p *txnPart) {
 // admit (the fetch gate, before the consumer starts) gives the first eosProducers partitions
 // in queue their producers and returns where the consumer starts: those partitions only.
 func (k *eosCommitter) admit(ctx context.Context, _ map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	ps, err := k.admitNext(ctx)
-	if err != nil {
-		return nil, err
+	for {
+		ps, err := k.admitNext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		queued := len(k.queue)
+		k.mu.Unlock()
+		if len(ps) > 0 || queued == 0 {
+			return startAt(ps), nil
+		}
+		// None of the queued partitions is served yet: wait for the first (or servedUntil).
+		select {
+		case <-k.servedSig:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return startAt(ps), nil
+}
+
+// watchServed starts watching the remote partitions of the queued partitions until ctx ends:
+// admission takes those the target already serves first, for up to servedWait. A new remote
+// partition is served some time after its topic is created (on a loaded broker, or a disk
+// where creating a partition's files is slow, seconds for a thousand), and a partition's
+// producer admitted before that holds one of the eosProducers slots while its first writes
+// wait to be accepted; at-least-once writes to every partition at once and meets each as it
+// is served.
+func (k *eosCommitter) watchServed(ctx context.Context) {
+	w := newServedWatch(k.e)
+	w.notify = k.signalServed
+	k.mu.Lock()
+	leaders := make(map[servedKey]int32, len(k.queue))
+	for _, st := range k.queue {
+		leaders[servedKey{st.w.remote, st.w.tp.Partition}] = -1
+	}
+	k.served, k.servedUntil = w, time.Now().Add(servedWait)
+	k.mu.Unlock()
+	if len(leaders) == 0 {
+		return
+	}
+	w.watch(leaders)
+	go w.run(ctx)
+	t := time.AfterFunc(servedWait, k.signalServed)
+	context.AfterFunc(ctx, func() { t.Stop() })
+}
+
+// signalServed tells a waiting admit and the goroutine (a release cycle admits) that
+// partitions can be admitted: some were seen served, or servedUntil passed.
+func (k *eosCommitter) signalServed() {
+	select {
+	case k.servedSig <- struct{}{}:
+	default:
+	}
+	k.wake()
 }
 
 // startAt returns the consumer's start offsets of ps: where each partition goes on.
@@ -497,25 +552,31 @@ func startAt(ps []*txnPart) map[string]map[int32]kgo.Offset {
 // admitNext opens producers for the partitions next in queue while fewer than eosProducers
 // are held, registers those that still have records to copy and returns them. Partitions
 // found copied to their end by another instance are closed again and others taken instead.
+//
+// Until servedUntil, only partitions whose remote partition the target serves are taken
+// (watchServed), in plan order; the others keep their places in queue.
 func (k *eosCommitter) admitNext(ctx context.Context) ([]*txnPart, error) {
-	defer func() {
-		k.mu.Lock()
-		k.admitting = false
-		k.mu.Unlock()
-	}()
 	var out []*txnPart
 	for {
 		k.c.mu.Lock() // before k.mu: a ledger's done is the copier's
 		k.mu.Lock()
+		anyOrder := k.served == nil || !time.Now().Before(k.servedUntil)
 		var next []*partLedger
-		for len(k.queue) > 0 && len(k.parts)+len(next) < eosProducers {
-			st := k.queue[0]
-			k.queue = k.queue[1:]
-			if !st.done { // not given up while it waited
+		kept := k.queue[:0]
+		for _, st := range k.queue {
+			switch {
+			case st.done: // given up while it waited
+			case len(k.parts)+k.opening+len(next) < eosProducers &&
+				(anyOrder || k.served.served(servedKey{st.w.remote, st.w.tp.Partition})):
 				next = append(next, st)
+			default:
+				kept = append(kept, st)
 			}
 		}
-		k.admitting = len(next) > 0
+		clear(k.queue[len(kept):])
+		k.queue = kept
+		k.opening += len(next)
+		queued := len(k.queue)
 		k.mu.Unlock()
 		k.c.mu.Unlock()
 		if len(next) == 0 {
@@ -523,20 +584,25 @@ func (k *eosCommitter) admitNext(ctx context.Context) ([]*txnPart, error) {
 		}
 		began := time.Now()
 		ps, err := k.openAll(ctx, next)
+		k.mu.Lock()
+		k.opening -= len(next) // and the opened ones registered, under the same lock: the bound holds
+		var found []*txnPart
+		for _, p := range ps {
+			if p.ending {
+				found = append(found, p) // another instance copied it to its end
+				continue
+			}
+			k.parts[p.st.w.tp] = p
+			out = append(out, p)
+		}
+		k.mu.Unlock()
+		for _, p := range found {
+			k.close(p)
+		}
 		if err != nil {
 			return out, err
 		}
-		k.e.log.Debug("exactly-once: partitions admitted", "partitions", len(next), "queued", len(k.queue), "elapsed", time.Since(began).String())
-		for _, p := range ps {
-			if p.ending {
-				k.close(p) // another instance copied it to its end
-				continue
-			}
-			k.mu.Lock()
-			k.parts[p.st.w.tp] = p
-			k.mu.Unlock()
-			out = append(out, p)
-		}
+		k.e.log.Debug("exactly-once: partitions admitted", "partitions", len(next), "queued", queued, "elapsed", time.Since(began).String())
 	}
 }
 
@@ -546,6 +612,7 @@ func (k *eosCommitter) attach(cons *kgo.Client) {
 	k.mu.Lock()
 	k.cons = cons
 	k.mu.Unlock()
+	k.wake() // partitions served since admit are admitted now
 }
 
 // waiting (the fetch gate) reports whether partitions are being admitted: the loop's empty
@@ -553,7 +620,7 @@ func (k *eosCommitter) attach(cons *kgo.Client) {
 func (k *eosCommitter) waiting() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.admitting || (len(k.queue) > 0 && len(k.parts) < eosProducers)
+	return k.opening > 0 || (len(k.queue) > 0 && len(k.parts) < eosProducers)
 }
 
 // start runs the committer's goroutine until ctx ends or stop; records and positions are
@@ -561,6 +628,7 @@ func (k *eosCommitter) waiting() bool {
 func (k *eosCommitter) start(ctx context.Context) {
 	k.writeCtx = ctx
 	ctx, k.cancel = context.WithCancel(ctx)
+	k.watchServed(ctx)
 	go k.run(ctx)
 }
 
@@ -761,17 +829,17 @@ func (k *eosCommitter) release(ctx context.Context) {
 	k.c.mu.Lock()
 	closing := k.c.closing
 	k.c.mu.Unlock()
-	if closing {
-		return
+	k.mu.Lock()
+	cons := k.cons
+	k.mu.Unlock()
+	if closing || cons == nil {
+		return // before the loop's consumer, admit admits (attach asks for a release then)
 	}
 	ps, err := k.admitNext(ctx)
 	if err != nil && ctx.Err() == nil {
 		k.c.fail(err)
 	}
-	k.mu.Lock()
-	cons := k.cons
-	k.mu.Unlock()
-	if cons != nil && len(ps) > 0 {
+	if len(ps) > 0 {
 		cons.AddConsumePartitions(startAt(ps))
 	}
 }

@@ -686,3 +686,79 @@ func TestFakeExactlyOnceCoordinatorLoadingStillSkipsFencing(t *testing.T) {
 	}
 	f.assertCommittedOnce(recs, "src.orders")
 }
+
+// TestFakeExactlyOnceAdmitsServedPartitionsFirst: of 70 partitions, the target serves the
+// remote partitions 64-69 at once and the others (0-63, the first eosProducers in plan order)
+// only after a while, as a broker serves a thousand new partitions some seconds after their
+// topics were created. The copy gives its first producers to the partitions the target serves
+// (the first transactional producers initialized are those of 64-69), not to the first in plan
+// order, whose first writes would wait; every record is still copied once.
+func TestFakeExactlyOnceAdmitsServedPartitionsFirst(t *testing.T) {
+	const parts, late = 70, 64
+	f := newFakeFlow(t, map[string]int32{"orders": parts})
+	recs := f.produce("orders", parts, 2)
+	f.opts.ExactlyOnce = true
+	var (
+		mu      sync.Mutex
+		first   time.Time // the first check of the remote partitions
+		initted []string  // transactional ids, in the order their producers were initialized
+	)
+	f.tgt.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		lreq := req.(*kmsg.ListOffsetsRequest)
+		for _, rt := range lreq.Topics {
+			if rt.Topic != "src.orders" {
+				return nil, nil, false
+			}
+		}
+		mu.Lock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		serving := time.Since(first) > 500*time.Millisecond
+		mu.Unlock()
+		if serving {
+			return nil, nil, false
+		}
+		resp := lreq.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range lreq.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.Timestamp, sp.LeaderEpoch, sp.Offset = rp.Partition, -1, -1, 0 // new and empty
+				if rp.Partition < late {
+					sp.ErrorCode, sp.Offset = kerr.NotLeaderForPartition.Code, -1
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	f.tgt.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		if id := req.(*kmsg.InitProducerIDRequest).TransactionalID; id != nil {
+			mu.Lock()
+			initted = append(initted, *id)
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	s, err := f.engine().Burst(context.Background(), BurstOptions{})
+	if err != nil || s.Reason != ReasonDone || s.Lag != 0 || s.Records != int64(len(recs)) {
+		t.Fatalf("burst: %+v, %v; want %d records, lag 0, done", s, err, len(recs))
+	}
+	f.assertCommittedOnce(recs, "src.orders")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(initted) < parts-late {
+		t.Fatalf("%d transactional producers initialized, want at least %d", len(initted), parts-late)
+	}
+	for _, id := range initted[:parts-late] {
+		var p int
+		if _, err := fmt.Sscanf(id[strings.LastIndex(id, "-")+1:], "%d", &p); err != nil || p < late {
+			t.Fatalf("transactional producers initialized first: %v; want those of partitions %d-%d (served) before any other", initted[:parts-late], late, parts-1)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mm2go/mm2go/shared/cluster"
@@ -27,6 +28,8 @@ type servedWatch struct {
 	mu      sync.Mutex
 	entries map[servedKey]*servedEntry
 	kick    chan struct{}
+	// notify, if set, is called after a check that saw partitions served (it must not block).
+	notify func()
 }
 
 // servedEntry is one partition's wait: ch is closed once it was seen served, by leader.
@@ -92,6 +95,14 @@ func (w *servedWatch) wait(ctx context.Context, k servedKey, leader int32, again
 		w.forget(k, e)
 		return -1, fmt.Errorf("partition %d of %q not served by a leader within %s", k.partition, k.topic, limit)
 	}
+}
+
+// served reports whether k was seen served (it is watched and its check answered).
+func (w *servedWatch) served(k servedKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.entries[k]
+	return e != nil && e.done
 }
 
 // forget stops the wait e of a waiter that gave up.
@@ -186,7 +197,10 @@ func (w *servedWatch) check(ctx context.Context, refresh bool) {
 		byLeader[e.leader][k.topic] = append(byLeader[e.leader][k.topic], k.partition)
 	}
 	w.mu.Unlock()
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		anyNew atomic.Bool
+	)
 	for leader, parts := range byLeader {
 		wg.Go(func() {
 			errs, err := cluster.ServedBy(ctx, w.e.tgt, leader, parts)
@@ -201,12 +215,16 @@ func (w *servedWatch) check(ctx context.Context, refresh bool) {
 					if e := waiting[k]; err == nil && e != nil && w.entries[k] == e && !e.done {
 						e.leader, e.done = leader, true
 						close(e.ch)
+						anyNew.Store(true)
 					}
 				}
 			}
 		})
 	}
 	wg.Wait()
+	if anyNew.Load() && w.notify != nil {
+		w.notify()
+	}
 }
 
 // waitingCount is how many partitions wait to be seen served.
