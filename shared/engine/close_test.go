@@ -36,17 +36,9 @@ func TestFakeCloseWaitsForWarmUp(t *testing.T) {
 				return nil, nil, false
 			}
 		}
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
+		resp := listOffsetsAnswer(req, func(_ string, _ kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+			sp.Timestamp, sp.LeaderEpoch, sp.ErrorCode = 0, 0, kerr.NotLeaderForPartition.Code
+		})
 		askedOnce.Do(func() { close(asked) })
 		return resp, nil, true
 	})

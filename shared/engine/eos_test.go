@@ -164,30 +164,19 @@ func TestFakeExactlyOnceSharesTheLoop(t *testing.T) {
 			})
 			f.src.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				f.src.KeepControl()
-				lreq := req.(*kmsg.ListOffsetsRequest)
-				resp := lreq.ResponseKind().(*kmsg.ListOffsetsResponse)
-				for _, rt := range lreq.Topics {
-					st := kmsg.NewListOffsetsResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewListOffsetsResponseTopicPartition()
-						sp.Partition, sp.Timestamp, sp.LeaderEpoch = rp.Partition, -1, -1
-						switch {
-						case rt.Topic != "orders":
-							sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-						case rp.Timestamp == -2: // earliest
-							sp.Offset = 0
-						default: // latest (the last stable offset under read_committed)
-							sp.Offset = 10
-							if rp.Partition == 1 {
-								sp.Offset = 15
-							}
+				return listOffsetsAnswer(req.(*kmsg.ListOffsetsRequest), func(topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+					switch {
+					case topic != "orders":
+						sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					case rp.Timestamp == -2: // earliest
+						sp.Offset = 0
+					default: // latest (the last stable offset under read_committed)
+						sp.Offset = 10
+						if rp.Partition == 1 {
+							sp.Offset = 15
 						}
-						st.Partitions = append(st.Partitions, sp)
 					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				}), nil, true
 			})
 			f.opts.ExactlyOnce = eos
 			f.opts.DecodeRecords = true // the plain burst copies record by record (copyLoop), not forwarding
@@ -720,21 +709,12 @@ func TestFakeExactlyOnceAdmitsServedPartitionsFirst(t *testing.T) {
 		if serving {
 			return nil, nil, false
 		}
-		resp := lreq.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range lreq.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition, sp.Timestamp, sp.LeaderEpoch, sp.Offset = rp.Partition, -1, -1, 0 // new and empty
-				if rp.Partition < late {
-					sp.ErrorCode, sp.Offset = kerr.NotLeaderForPartition.Code, -1
-				}
-				st.Partitions = append(st.Partitions, sp)
+		return listOffsetsAnswer(lreq, func(_ string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+			sp.Offset = 0 // new and empty
+			if rp.Partition < late {
+				sp.ErrorCode, sp.Offset = kerr.NotLeaderForPartition.Code, -1
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		}), nil, true
 	})
 	f.tgt.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		f.tgt.KeepControl()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/mm2go/mm2go/shared/filter"
@@ -252,4 +253,22 @@ func (f *fakeFlow) plannedCopier(e *Engine, tps ...TP) *copier {
 	c := newCopier(&e.core, BurstOptions{Grace: 10 * time.Second}, works, readyTopic(parts), syncs)
 	c.remote = remote
 	return c
+}
+
+// listOffsetsAnswer is a kfake control's answer to req: each partition asked, filled by fill
+// (Timestamp and LeaderEpoch -1 unless it sets them).
+func listOffsetsAnswer(req *kmsg.ListOffsetsRequest, fill func(topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition)) *kmsg.ListOffsetsResponse {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition, sp.Timestamp, sp.LeaderEpoch = rp.Partition, -1, -1
+			fill(rt.Topic, rp, &sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
