@@ -845,7 +845,8 @@ func (k *eosCommitter) release(ctx context.Context) {
 }
 
 // end commits p's open transaction (begun for the position alone if none is) with position
-// pos inside it. A commit refused for good fails the copy; one another producer took over
+// pos inside it. A commit refused for good (not UNKNOWN_SERVER_ERROR, whose outcome is unknown)
+// fails the copy; one another producer took over
 // gives the partition up to it; any other (a retriable error, an unknown outcome, an epoch or
 // state error of this producer's own) is settled and, if it did not commit, written again
 // (settle). Records (the position, offset syncs) are produced under ctx, the copy's writes;
@@ -862,9 +863,14 @@ func (k *eosCommitter) end(ctx, wait context.Context, p *txnPart, pos int64, par
 			k.fenced(p, err)
 			return
 		case errFatal:
-			k.c.fail(fmt.Errorf("exactly-once copy of %s: %w", st.w.tp, err))
-			k.giveUp(p, "failed")
-			return
+			if !errors.Is(err, kerr.UnknownServerError) {
+				k.c.fail(fmt.Errorf("exactly-once copy of %s: %w", st.w.tp, err))
+				k.giveUp(p, "failed")
+				return
+			}
+			// The broker failed while handling the request: whether the transaction
+			// committed is unknown, so it is settled as any unknown outcome (a Kafka 4.1
+			// broker answered a commit so while another instance fenced the id).
 		case errEpoch:
 			if k.takenOver(wait, p) {
 				k.fenced(p, err)

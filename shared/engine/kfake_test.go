@@ -715,6 +715,56 @@ func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
 	}
 }
 
+// TestFakeExactlyOnceCommitServerError: the target answers an exactly-once burst's first
+// EndTransaction(commit) requests with UNKNOWN_SERVER_ERROR, without committing, as a Kafka 4.1
+// broker did to one of two overlapping exactly-once runs in the Container Apps replay (idle CI at
+// 8955440: the run exited 1). The broker failed while handling the commit, so its outcome is
+// unknown: the burst settles it (a new producer fences it, the stored position is read back) and
+// copies again from what is stored, instead of failing; a read_committed reader sees every record
+// once.
+func TestFakeExactlyOnceCommitServerError(t *testing.T) {
+	f := newFakeFlow(t, map[string]int32{"orders": 2})
+	recs := f.produce("orders", 2, 30)
+	var mu sync.Mutex
+	drops := 0
+	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.tgt.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if !req.(*kmsg.EndTxnRequest).Commit || drops >= 2 {
+			return nil, nil, false
+		}
+		drops++
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	f.opts.ExactlyOnce = true
+	s, err := f.engine().Burst(context.Background(), BurstOptions{})
+	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
+		t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
+	}
+	if settles := f.logs.count("exactly-once commit not settled; fencing it and reading the stored position back"); drops != 2 || settles == 0 {
+		t.Fatalf("%d commits answered UNKNOWN_SERVER_ERROR, %d settled; log:\n%s", drops, settles, strings.Join(f.logs.lines, "\n"))
+	}
+	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := map[string]bool{}
+	for _, r := range got {
+		if seen[string(r.Key)] {
+			t.Fatalf("record %q committed twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+	}
+	if len(got) != len(recs) {
+		t.Fatalf("read_committed reader sees %d records on src.orders, want %d once each", len(got), len(recs))
+	}
+	for p := range int32(2) {
+		if pos := f.positions()[TP{"orders", p}]; pos != 29 {
+			t.Errorf("position of orders-%d = %d, want 29", p, pos)
+		}
+	}
+}
+
 // TestFakeProducerWarmedWhileTopicsAreCreated: a burst with records to copy has its target
 // producer connect and get its producer ID while the remote topic is still being created (so
 // the first record does not wait for both after the topic is ready), and a burst with nothing
