@@ -671,48 +671,7 @@ func TestFakeAckForAnotherRecordFails(t *testing.T) {
 // stored position back and copies again from it, and a read_committed reader sees every
 // record once.
 func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
-	f := newFakeFlow(t, map[string]int32{"orders": 2})
-	recs := f.produce("orders", 2, 30)
-	f.extra = []kgo.Opt{kgo.RequestRetries(1)}
-	var mu sync.Mutex
-	drops := 0
-	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.tgt.KeepControl()
-		mu.Lock()
-		defer mu.Unlock()
-		if !req.(*kmsg.EndTxnRequest).Commit || drops >= 3 {
-			return nil, nil, false
-		}
-		drops++
-		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp, nil, true
-	})
-	f.opts.ExactlyOnce = true
-	e := f.engine()
-	s, err := e.Burst(context.Background(), BurstOptions{})
-	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
-		t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
-	}
-	if retries := f.logs.count("exactly-once commit not settled; fencing it and reading the stored position back"); drops != 3 || retries == 0 {
-		t.Fatalf("%d commits dropped; log:\n%s", drops, strings.Join(f.logs.lines, "\n"))
-	}
-	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if len(got) != len(recs) {
-		t.Fatalf("read_committed reader sees %d records on src.orders, want %d once each", len(got), len(recs))
-	}
-	seen := map[string]bool{}
-	for _, r := range got {
-		if seen[string(r.Key)] {
-			t.Fatalf("record %q committed twice", r.Key)
-		}
-		seen[string(r.Key)] = true
-	}
-	for p := range int32(2) {
-		if pos := f.positions()[TP{"orders", p}]; pos != 29 {
-			t.Errorf("position of orders-%d = %d, want 29", p, pos)
-		}
-	}
+	commitAnsweredWith(t, kerr.CoordinatorLoadInProgress, 3, kgo.RequestRetries(1))
 }
 
 // TestFakeExactlyOnceCommitServerError: the target answers an exactly-once burst's first
@@ -723,20 +682,29 @@ func TestFakeExactlyOnceCommitUnsettled(t *testing.T) {
 // copies again from what is stored, instead of failing; a read_committed reader sees every record
 // once.
 func TestFakeExactlyOnceCommitServerError(t *testing.T) {
+	commitAnsweredWith(t, kerr.UnknownServerError, 2)
+}
+
+// commitAnsweredWith runs an exactly-once burst of 2 x 30 records whose first n
+// EndTransaction(commit) requests the target answers with answer, without committing, and
+// checks that the burst settled them and copied every record once, with every position at the
+// partition's last record.
+func commitAnsweredWith(t *testing.T, answer *kerr.Error, n int, extra ...kgo.Opt) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
 	recs := f.produce("orders", 2, 30)
+	f.extra = extra
 	var mu sync.Mutex
 	drops := 0
 	f.tgt.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		f.tgt.KeepControl()
 		mu.Lock()
 		defer mu.Unlock()
-		if !req.(*kmsg.EndTxnRequest).Commit || drops >= 2 {
+		if !req.(*kmsg.EndTxnRequest).Commit || drops >= n {
 			return nil, nil, false
 		}
 		drops++
 		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.UnknownServerError.Code
+		resp.ErrorCode = answer.Code
 		return resp, nil, true
 	})
 	f.opts.ExactlyOnce = true
@@ -744,19 +712,19 @@ func TestFakeExactlyOnceCommitServerError(t *testing.T) {
 	if err != nil || s.Records != 60 || s.Lag != 0 || s.Reason != ReasonDone {
 		t.Fatalf("burst: %+v, %v; want 60 records, lag 0, done\n%s", s, err, strings.Join(f.logs.lines, "\n"))
 	}
-	if settles := f.logs.count("exactly-once commit not settled; fencing it and reading the stored position back"); drops != 2 || settles == 0 {
-		t.Fatalf("%d commits answered UNKNOWN_SERVER_ERROR, %d settled; log:\n%s", drops, settles, strings.Join(f.logs.lines, "\n"))
+	if settles := f.logs.count("exactly-once commit not settled; fencing it and reading the stored position back"); drops != n || settles == 0 {
+		t.Fatalf("%d commits answered %s, %d settled; log:\n%s", drops, answer.Message, settles, strings.Join(f.logs.lines, "\n"))
 	}
 	got := f.readAllOpts(Target, "src.orders", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if len(got) != len(recs) {
+		t.Fatalf("read_committed reader sees %d records on src.orders, want %d once each", len(got), len(recs))
+	}
 	seen := map[string]bool{}
 	for _, r := range got {
 		if seen[string(r.Key)] {
 			t.Fatalf("record %q committed twice", r.Key)
 		}
 		seen[string(r.Key)] = true
-	}
-	if len(got) != len(recs) {
-		t.Fatalf("read_committed reader sees %d records on src.orders, want %d once each", len(got), len(recs))
 	}
 	for p := range int32(2) {
 		if pos := f.positions()[TP{"orders", p}]; pos != 29 {
