@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -537,15 +538,24 @@ func (f *fakeFlow) produceLate(ctx context.Context) []*kgo.Record {
 // the records it has fetched and buffered but not sent are left to the member that gets the
 // partitions next, which starts from the positions stored. Under a produce quota, sending the
 // buffer first kept the joining member idle for as long as the quota took to pass it (the
-// in-flight budget is seconds of a small quota). Here the target answers each of member A's
-// produce requests 200 ms late until its revocation begins, so that A has a buffer when member
-// B joins; A's in-flight budget of 1 KiB (about 80 of these records) makes it send the 2,000
-// records in some 25 requests, over 5 s, so that B joins while A still copies. (At 16 KiB,
-// two requests, a loaded CI machine took longer over B's join than A over the copy: A was
-// finishing, and a finishing member sends what it holds: 'member A sent 1 produce request(s)
-// ... while its partitions were revoked'.) While the revocation runs
-// (from "burst group revoking partitions" to "partitions revoked by burst group") the target
-// must receive no produce request of the copy. Every record is copied once.
+// in-flight budget is seconds of a small quota).
+//
+// Here the target answers each of member A's produce requests 20 ms late until its revocation
+// begins, and A's producer writes batches of at most 100 bytes of the remote topic (one or two
+// of these records), so that of A's in-flight budget of 1 KiB (about 80 records) at most some
+// 20 records are in its five produce requests and the rest waits in its buffer when member B
+// joins, while A still copies (at about 100 records a second, A needs 20 s for the 2,000; the
+// revocation comes within some 2 s, once A's loop has written its fetch of 1 KiB and polls).
+// The revocation must fail those buffered records with kgo.ErrAborting (a member that waited
+// for them sent them all first: 0 aborted), B must copy them, and every record is copied once.
+//
+// It used to count the copy's produce requests the target received while A's revocation ran
+// and want none: a flake under load ("member A sent 1 produce request(s) ... while its
+// partitions were revoked"), as franz-go keeps up to five idempotent produce requests in flight
+// per connection and kfake answers a connection's requests in order, so a request A wrote
+// before its revocation reached the control function behind a sleeping one, after the
+// revocation began. Sent-before and sent-after are told apart here by franz-go's own answer to
+// each record, not by arrival times.
 func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 	f := newFakeFlow(t, map[string]int32{"orders": 2})
 	f.fastGroups()
@@ -565,22 +575,18 @@ func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 		}
 		recs = append(recs, batch...)
 	}
-	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1<<10, 4<<10
+	f.opts.MaxBufferedBytes, f.opts.FetchMaxBytes = 1<<10, 1<<10
 
 	produced := make(chan struct{})
-	var producedOnce, revokingOnce sync.Once
-	var inRevoke, revokeSeen atomic.Bool
-	var sentInRevoke atomic.Int64
+	var producedOnce sync.Once
+	var revokeSeen atomic.Bool
 	f.tgt.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		for _, tp := range req.(*kmsg.ProduceRequest).Topics { // by topic ID in newer versions: look for the keys
 			for _, p := range tp.Partitions {
 				if bytes.Contains(p.Records, []byte("k0-")) || bytes.Contains(p.Records, []byte("k1-")) {
-					if inRevoke.Load() {
-						sentInRevoke.Add(1)
-					}
 					producedOnce.Do(func() { close(produced) })
 					if !revokeSeen.Load() {
-						f.tgt.SleepControl(func() { time.Sleep(200 * time.Millisecond) })
+						f.tgt.SleepControl(func() { time.Sleep(20 * time.Millisecond) })
 					}
 					return nil, nil, false
 				}
@@ -588,27 +594,49 @@ func TestFakeGroupRevokeLeavesUnsentRecords(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	logA := slog.New(signalOn{signalOn{f.logs, "burst group revoking partitions", func() {
-		revokingOnce.Do(func() {
-			inRevoke.Store(true)
-			revokeSeen.Store(true)
-		})
-	}}, "partitions revoked by burst group", func() { inRevoke.Store(false) }})
-	ea, err := New(context.Background(), f.opts, f.dial, logA)
+	logA := slog.New(signalOn{f.logs, "burst group revoking partitions", func() { revokeSeen.Store(true) }})
+	left := &abortedRecords{topic: "src.orders"}
+	dialA := func(ctx context.Context, side Side, extra ...kgo.Opt) (*kgo.Client, error) {
+		if side == Target {
+			extra = append(extra, kgo.WithHooks(left), kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+				if topic == "src.orders" {
+					return 100
+				}
+				return 1000012 // franz-go's default
+			}))
+		}
+		return f.dial(ctx, side, extra...)
+	}
+	ea, err := New(context.Background(), f.opts, dialA, logA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ea.Close)
 
 	a, b := joinWhileCopying(t, ctx, ea, f.engine(), produced, "")
-	if n := sentInRevoke.Load(); n > 0 {
-		t.Errorf("member A sent %d produce request(s) of the copy while its partitions were revoked, want 0: the records it had not sent are the next holder's", n)
+	t.Logf("member A's producer failed %d buffered record(s) with ErrAborting", left.n.Load())
+	if left.n.Load() == 0 {
+		t.Errorf("member A aborted none of its buffered records at the revocation, want some: it sent what it had not sent yet instead of leaving it to the next holder")
 	}
 	if b.Records == 0 {
 		t.Errorf("member B copied nothing: member A had sent every record before the revocation, which this test needs while A still copies")
 	}
 	f.assertLagReported("orders", a, b)
 	f.assertCopied(recs, "src.orders")
+}
+
+// abortedRecords is a franz-go hook counting the records of topic that a producer failed with
+// kgo.ErrAborting (AbortBufferedRecords).
+type abortedRecords struct {
+	topic string
+	n     atomic.Int64
+}
+
+// OnProduceRecordUnbuffered implements kgo.HookProduceRecordUnbuffered.
+func (h *abortedRecords) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if r.Topic == h.topic && errors.Is(err, kgo.ErrAborting) {
+		h.n.Add(1)
+	}
 }
 
 // joinWhileCopying runs a burst of group "g" on engine a, and once a has produced (produced is
