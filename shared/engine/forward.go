@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -263,13 +264,23 @@ func (c *copier) newForwarder(ctx context.Context, states []*partLedger) (*forwa
 			topics, remotes = append(topics, st.w.tp.Topic), append(remotes, st.w.remote)
 		}
 	}
-	smeta, err := e.srcAdm.Metadata(ctx, topics...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("describing source topics: %w", err)
-	}
-	tmeta, err := e.tgtAdm.Metadata(ctx, remotes...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("describing remote topics: %w", err)
+	// A remote topic the burst has just created may be missing from the metadata of a broker
+	// that has not caught up with it yet (UNKNOWN_TOPIC_OR_PARTITION for some milliseconds,
+	// seconds on a loaded machine): asked again as a new partition's serving is waited for,
+	// before its partitions go on record by record.
+	var smeta, tmeta kadm.Metadata
+	err = servingBackoff.retry(ctx, func() error {
+		var err error
+		if smeta, err = e.srcAdm.Metadata(ctx, topics...); err != nil {
+			return fmt.Errorf("describing source topics: %w", err)
+		}
+		if tmeta, err = e.tgtAdm.Metadata(ctx, remotes...); err != nil {
+			return fmt.Errorf("describing remote topics: %w", err)
+		}
+		return missingPartition(states, smeta, tmeta)
+	}, nil, nil)
+	if err != nil && (smeta.Topics == nil || tmeta.Topics == nil) {
+		return nil, nil, err
 	}
 	parts := make([]*fwdPartition, 0, len(states))
 	for _, st := range states {
@@ -286,6 +297,24 @@ func (c *copier) newForwarder(ctx context.Context, states []*partLedger) (*forwa
 		parts = append(parts, &fwdPartition{st: st, topicID: sd.ID, remoteID: dd.ID, srcLeader: sp.Leader, dstLeader: dp.Leader, next: st.w.start, fetchMax: f.fetchMax})
 	}
 	return f, parts, nil
+}
+
+// missingPartition returns a retriable error naming the first partition of states (or its
+// remote partition) that smeta (tmeta) does not hold, nil if both hold all.
+func missingPartition(states []*partLedger, smeta, tmeta kadm.Metadata) error {
+	for _, st := range states {
+		sd, dd := smeta.Topics[st.w.tp.Topic], tmeta.Topics[st.w.remote]
+		if err := errors.Join(sd.Err, dd.Err); err != nil {
+			return err
+		}
+		if _, ok := sd.Partitions[st.w.tp.Partition]; !ok {
+			return fmt.Errorf("partition %d of %s: %w", st.w.tp.Partition, st.w.tp.Topic, kerr.UnknownTopicOrPartition)
+		}
+		if _, ok := dd.Partitions[st.w.tp.Partition]; !ok {
+			return fmt.Errorf("partition %d of %s: %w", st.w.tp.Partition, st.w.remote, kerr.UnknownTopicOrPartition)
+		}
+	}
+	return nil
 }
 
 // producerCodec returns the compression codec cl's producer writes batches with.

@@ -550,7 +550,7 @@ func TestFaultsMirrorRun(t *testing.T) {
 			case sum.Duration < tc.f.hold.Milliseconds():
 				t.Errorf("the burst took %d ms, less than the %s of the %s: it did not meet the fault", sum.Duration, tc.f.name, side)
 			case !tc.eos && sum.Forwarded == 0:
-				t.Errorf("burst through the %s of the %s: no batch forwarded, so the fault did not meet the forwarder", tc.f.name, side)
+				t.Errorf("burst through the %s of the %s: no batch forwarded, so the fault did not meet the forwarder; why:\n%s", tc.f.name, side, linesWith(p.stderr.String(), "record by record"))
 			}
 			// One more run: it must find nothing left; if the burst above failed, it finishes
 			// the copy so that what the fault cost can be counted.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,17 @@ func TestRealMirrorMaker2(t *testing.T) {
 	})
 	t.Logf("real MM2 copied %d records in %s", len(got), time.Since(start).Round(time.Millisecond))
 	testkit.AssertSameRecords(t, want, got)
+}
+
+// linesWith returns the lines of s that contain sub, for a failure to show why.
+func linesWith(s, sub string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			out = append(out, strings.TrimRight(l, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func tail(s string, n int) string {
