@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/shared/cluster"
 )
@@ -50,18 +51,23 @@ const PingTimeout = 15 * time.Second
 // Ping checks that the flow's clusters answer a metadata request within PingTimeout: the
 // source only when source is true, the target always. A cluster that does not answer (also
 // when ctx ends first) is an *UnavailableError, its error explained by f.
+//
+// The request goes to the cluster every time: kadm's BrokerMetadata answers from the
+// client's known brokers once it has any, which a hung cluster passed.
 func (c Clients) Ping(ctx context.Context, f *Flow, source bool) error {
 	type side struct {
 		name, alias string
-		adm         *kadm.Client
+		cl          *kgo.Client
 	}
-	sides := []side{{"target", f.TargetAlias, c.TgtAdm}}
+	sides := []side{{"target", f.TargetAlias, c.Tgt}}
 	if source {
-		sides = []side{{"source", f.SourceAlias, c.SrcAdm}, sides[0]}
+		sides = []side{{"source", f.SourceAlias, c.Src}, sides[0]}
 	}
 	for _, s := range sides {
 		pctx, cancel := context.WithTimeout(ctx, PingTimeout)
-		_, err := s.adm.BrokerMetadata(pctx)
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+		_, err := req.RequestWith(pctx, s.cl)
 		cancel()
 		if err != nil {
 			return &UnavailableError{Cluster: s.name, Alias: s.alias, Err: f.Explain(s.name, err)}
