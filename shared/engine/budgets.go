@@ -65,7 +65,8 @@ func (o Options) producerBufferedBytes() int {
 }
 
 // maxBufferedRecords caps records buffered in a producer; the byte bound (the in-flight
-// budget) normally binds first. franz-go sizes a ring by this number up front, so it must stay modest.
+// budget) normally binds first. franz-go also caps its queue of promises waiting to be called at
+// this number (at least 8192); v1.22.3 grows that queue as needed, allocating none of it up front.
 const maxBufferedRecords = 1 << 17
 
 // The fetch budget (fetch.max.bytes) when Options.FetchMaxBytes is 0: fetchBytesPerPartition
