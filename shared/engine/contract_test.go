@@ -516,6 +516,26 @@ func TestFakeFinalSyncsOutliveTheirWait(t *testing.T) {
 	}
 }
 
+// TestSyncGateStaysThrottledForARound: the offset-syncs producer's throttled mode ends with an
+// answer that comes after the throttle has passed and at least throttledSyncRound after it
+// began, not with the first answer after a short throttle: Kafka measures a quota over its
+// window, and the syncs handed over freely at once drew a throttle of seconds that the final
+// syncs waited behind (the slow-syncs bench: 86 ms, then 1.47 s, a 4.6 s run against 1.1 s).
+func TestSyncGateStaysThrottledForARound(t *testing.T) {
+	g := newSyncGate(nil)
+	g.OnBrokerThrottle(kgo.BrokerMetadata{}, 10*time.Millisecond, true)
+	time.Sleep(20 * time.Millisecond) // the throttle passes
+	g.answered()
+	if !g.throttled.Load() {
+		t.Fatalf("an answer %v after a 10 ms throttle ended the throttled mode; want it kept until %v after the throttle", 20*time.Millisecond, throttledSyncRound)
+	}
+	g.throttledAt.Store(time.Now().Add(-throttledSyncRound).UnixNano()) // a round has passed
+	g.answered()
+	if g.throttled.Load() {
+		t.Fatalf("an answer %v after the throttle kept the throttled mode; want it ended", throttledSyncRound)
+	}
+}
+
 // TestThrottledSyncsWaitForARound: while the broker throttles the offset-syncs producer, the
 // per-record path hands no sync to it (each would extend the throttle that the final syncs wait
 // behind); a commit tick sends the newest sync of the partitions once the throttle has passed,
